@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every dependency kite needs on a fresh Debian 12 machine (root or sudo), then builds.
+# Why each package is here: see README.md, "Dependencies".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+PKGS=(cmake ninja-build g++ pkg-config
+      nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+      libpcre2-dev libxxhash-dev libopenblas-openmp-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+# Node.js 20 + npm come with these machines (a Debian nodejs would conflict with that npm);
+# install Debian's only when neither is there.
+if ! command -v npm >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm
+fi
+
+# npm packages are only needed to regenerate or check tokenizer / chat-template goldens.
+if [ "${KITE_SETUP_NPM:-0}" = 1 ] && [ -f tools/fixtures/package.json ]; then
+  (cd tools/fixtures && npm ci --no-audit --no-fund)
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"

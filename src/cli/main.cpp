@@ -1,0 +1,24 @@
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/logging.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kite: a C++/CUDA engine that serves large language models"};
+  app.require_subcommand(1);
+  std::string log_level;
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error (default: $KITE_LOG or info)");
+
+  kite::cli::CommandRunner run;
+  kite::cli::add_generate_command(app, &run);
+  kite::cli::add_tokenize_command(app, &run);
+
+  CLI11_PARSE(app, argc, argv);
+  kite::init_logging(log_level);
+  kite::Status status = run ? run() : kite::invalid_argument("no command given");
+  if (!status.ok()) {
+    std::fprintf(stderr, "kite: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}
