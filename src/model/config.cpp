@@ -301,7 +301,7 @@ Status validate_rope(const ModelConfig& c, const std::string& src) {
   const RopeScaling& rs = c.rope_scaling;
   if (!(rs.factor > 0))
     return invalid_argument(src + ": rope scaling 'factor' must be positive, got " +
-                            std::to_string(rs.factor));
+                            json(rs.factor).dump());
   if (rs.type == RopeType::kLlama3 && !(rs.high_freq_factor > rs.low_freq_factor))
     return invalid_argument(src +
                             ": llama3 rope scaling needs high_freq_factor > "
@@ -343,7 +343,10 @@ Status validate_moe(const ModelConfig& c, const std::string& src) {
   // Group-limited routing keeps topk_group groups; they must hold at least top_k experts.
   if (c.topk_method != "greedy" &&
       c.topk_group * (c.n_routed_experts / c.n_group) < c.num_experts_per_tok)
-    return bad("topk_group * (n_routed_experts / n_group) is smaller than num_experts_per_tok");
+    return bad("topk_group (" + std::to_string(c.topk_group) + ") groups of " +
+               std::to_string(c.n_routed_experts / c.n_group) +
+               " experts hold fewer than num_experts_per_tok (" +
+               std::to_string(c.num_experts_per_tok) + ")");
   return ok_status();
 }
 
