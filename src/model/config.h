@@ -44,7 +44,9 @@ struct ModelConfig {
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
-  int64_t head_dim = 0;  // defaults to hidden_size / num_attention_heads
+  // Defaults to hidden_size / num_attention_heads; for deepseek_v2/v3 (MLA) it defaults to
+  // qk_rope_head_dim as in Hugging Face, and MLA code should use the qk_*/v_head_dim fields.
+  int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -63,6 +65,9 @@ struct ModelConfig {
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
   bool rope_interleave = true;  // deepseek_v3 config key; v2 always interleaves
+  // DeepSeek-V3 multi-token-prediction layers stored after the last decoder layer
+  // (model.layers.<num_hidden_layers + i>.*); the main model does not run them.
+  int64_t num_nextn_predict_layers = 0;
 
   // MoE (deepseek_v2 / v3)
   int64_t n_routed_experts = 0;  // 0: dense model
