@@ -1,0 +1,163 @@
+// Paged causal attention over a flattened batch (prefill, chunked prefill and decode alike).
+//
+// One work item is one (query token, head). It walks that sequence's block table, scoring
+// every visible key (two-pass softmax: scores, then max-subtracted exp and the weighted sum
+// of V), so its cost is O(visible_keys * (head_dim_qk + head_dim_v)) and it needs one
+// scratch row of scores per thread. Items are spread over OpenMP threads dynamically because
+// a causal batch mixes short and long rows.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/ops.h"
+
+namespace kite::ops {
+namespace {
+
+constexpr const char* kOp = "paged_attention";
+
+// Dimensions of one call, after validation.
+struct AttentionDims {
+  int64_t num_tokens, num_heads, num_kv_heads, head_dim_qk, head_dim_v;
+  int64_t num_blocks, block_size;
+};
+
+AttentionDims check_tensors(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const PagedAttentionParams& p, const Tensor& out) {
+  cpu::check_f32(q, kOp, "q");
+  cpu::check_f32(k_cache, kOp, "k_cache");
+  cpu::check_f32(v_cache, kOp, "v_cache");
+  cpu::check_f32(out, kOp, "out");
+  KITE_OP_CHECK(q.dim() == 3, kOp,
+                "q must be [T, num_heads, head_dim_qk], got " + cpu::shape_of(q));
+  KITE_OP_CHECK(k_cache.dim() == 4 && v_cache.dim() == 4, kOp,
+                "caches must be [num_blocks, block_size, num_kv_heads, head_dim], got k " +
+                    cpu::shape_of(k_cache) + ", v " + cpu::shape_of(v_cache));
+  AttentionDims d{q.size(0),       q.size(1),       k_cache.size(2), q.size(2),
+                  v_cache.size(3), k_cache.size(0), k_cache.size(1)};
+  KITE_OP_CHECK(k_cache.size(3) == d.head_dim_qk, kOp,
+                "k_cache head_dim " + std::to_string(k_cache.size(3)) + " != q head_dim " +
+                    std::to_string(d.head_dim_qk));
+  KITE_OP_CHECK(
+      v_cache.size(0) == d.num_blocks && v_cache.size(1) == d.block_size &&
+          v_cache.size(2) == d.num_kv_heads,
+      kOp,
+      "v_cache " + cpu::shape_of(v_cache) + " disagrees with k_cache " + cpu::shape_of(k_cache));
+  KITE_OP_CHECK(p.block_size == d.block_size, kOp,
+                "params.block_size " + std::to_string(p.block_size) + " != cache block size " +
+                    std::to_string(d.block_size));
+  KITE_OP_CHECK(d.num_kv_heads > 0 && d.num_heads % d.num_kv_heads == 0, kOp,
+                std::to_string(d.num_heads) + " query heads are not a multiple of " +
+                    std::to_string(d.num_kv_heads) + " kv heads");
+  KITE_OP_CHECK(out.dim() == 3 && out.size(0) == d.num_tokens && out.size(1) == d.num_heads &&
+                    out.size(2) == d.head_dim_v,
+                kOp,
+                "out " + cpu::shape_of(out) + " must be [" + std::to_string(d.num_tokens) + ", " +
+                    std::to_string(d.num_heads) + ", " + std::to_string(d.head_dim_v) + "]");
+  KITE_OP_CHECK(!cpu::overlaps(out, q), kOp, "out must not alias q");
+  return d;
+}
+
+// Validates the batch description and returns, for each query token, its sequence index.
+std::vector<int32_t> check_batch(const PagedAttentionParams& p, const AttentionDims& d) {
+  KITE_OP_CHECK(p.block_tables != nullptr, kOp, "params.block_tables is null");
+  const auto num_seqs = static_cast<int64_t>(p.seq_lens.size());
+  KITE_OP_CHECK(static_cast<int64_t>(p.query_start.size()) == num_seqs + 1 &&
+                    static_cast<int64_t>(p.block_tables->size()) == num_seqs,
+                kOp,
+                "query_start needs num_seqs + 1 entries and block_tables num_seqs lists (" +
+                    std::to_string(num_seqs) + " sequences)");
+  KITE_OP_CHECK(
+      p.query_start[0] == 0 && p.query_start[num_seqs] == d.num_tokens, kOp,
+      "query_start must run from 0 to the " + std::to_string(d.num_tokens) + " query tokens");
+  std::vector<int32_t> token_seq(d.num_tokens);
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int64_t begin = p.query_start[s], end = p.query_start[s + 1];
+    const int64_t seq_len = p.seq_lens[s];
+    const auto& table = (*p.block_tables)[s];
+    KITE_OP_CHECK(begin <= end && end - begin <= seq_len, kOp,
+                  "sequence " + std::to_string(s) + " has " + std::to_string(end - begin) +
+                      " queries but only " + std::to_string(seq_len) + " tokens");
+    KITE_OP_CHECK(static_cast<int64_t>(table.size()) * d.block_size >= seq_len, kOp,
+                  "sequence " + std::to_string(s) + " has " + std::to_string(seq_len) +
+                      " tokens but its block table covers " +
+                      std::to_string(table.size() * d.block_size));
+    const int64_t used_blocks = (seq_len + d.block_size - 1) / d.block_size;
+    for (int64_t b = 0; b < used_blocks; ++b) {
+      KITE_OP_CHECK(table[b] >= 0 && table[b] < d.num_blocks, kOp,
+                    "sequence " + std::to_string(s) + " uses block " + std::to_string(table[b]) +
+                        " outside the cache's " + std::to_string(d.num_blocks) + " blocks");
+    }
+    std::fill(token_seq.begin() + begin, token_seq.begin() + end, static_cast<int32_t>(s));
+  }
+  return token_seq;
+}
+
+// Attention of one query row against keys [0, num_keys) of one sequence and one kv head.
+// `scores` has room for num_keys floats; `out` receives head_dim_v floats.
+void attend_one(const float* q, const float* k_cache, const float* v_cache,
+                const std::vector<int32_t>& table, int64_t num_keys, int64_t kv_head,
+                const AttentionDims& d, float scale, float* scores, float* out) {
+  const int64_t row_k = d.num_kv_heads * d.head_dim_qk;  // stride between slots in k_cache
+  const int64_t row_v = d.num_kv_heads * d.head_dim_v;
+  float max_score = -std::numeric_limits<float>::infinity();
+  for (int64_t j0 = 0; j0 < num_keys; j0 += d.block_size) {
+    const int64_t slot0 = static_cast<int64_t>(table[j0 / d.block_size]) * d.block_size;
+    const int64_t n = std::min(d.block_size, num_keys - j0);
+    const float* k = k_cache + slot0 * row_k + kv_head * d.head_dim_qk;
+    for (int64_t j = 0; j < n; ++j) {
+      const float s = cpu::dot(q, k + j * row_k, d.head_dim_qk) * scale;
+      scores[j0 + j] = s;
+      max_score = std::max(max_score, s);
+    }
+  }
+  std::fill(out, out + d.head_dim_v, 0.0f);
+  double sum = 0.0;
+  for (int64_t j0 = 0; j0 < num_keys; j0 += d.block_size) {
+    const int64_t slot0 = static_cast<int64_t>(table[j0 / d.block_size]) * d.block_size;
+    const int64_t n = std::min(d.block_size, num_keys - j0);
+    const float* v = v_cache + slot0 * row_v + kv_head * d.head_dim_v;
+    for (int64_t j = 0; j < n; ++j) {
+      const float w = std::exp(scores[j0 + j] - max_score);
+      sum += w;
+      cpu::axpy(w, v + j * row_v, out, d.head_dim_v);
+    }
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < d.head_dim_v; ++i) out[i] *= inv;
+}
+
+}  // namespace
+
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const PagedAttentionParams& params, Tensor& out) {
+  const AttentionDims d = check_tensors(q, k_cache, v_cache, params, out);
+  const std::vector<int32_t> token_seq = check_batch(params, d);
+  if (d.num_tokens == 0 || d.num_heads == 0) return;
+  const int64_t group = d.num_heads / d.num_kv_heads;
+  const int64_t max_seq_len = *std::max_element(params.seq_lens.begin(), params.seq_lens.end());
+  const float* qd = q.data<float>();
+  const float* kd = k_cache.data<float>();
+  const float* vd = v_cache.data<float>();
+  float* od = out.data<float>();
+  const int64_t items = d.num_tokens * d.num_heads;
+#pragma omp parallel if (items * max_seq_len * d.head_dim_qk >= cpu::kParallelMinWork)
+  {
+    std::vector<float> scores(max_seq_len);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t t = item / d.num_heads;
+      const int64_t h = item % d.num_heads;
+      const int32_t s = token_seq[t];
+      const int64_t q_len = params.query_start[s + 1] - params.query_start[s];
+      // Query i of a sequence is token seq_len - q_len + i and sees keys up to itself.
+      const int64_t num_keys = params.seq_lens[s] - q_len + (t - params.query_start[s]) + 1;
+      attend_one(qd + item * d.head_dim_qk, kd, vd, (*params.block_tables)[s], num_keys, h / group,
+                 d, params.scale, scores.data(), od + item * d.head_dim_v);
+    }
+  }
+}
+
+}  // namespace kite::ops
