@@ -49,6 +49,7 @@ void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float
   cpu::check_f32(residual, "add_rms_norm", "residual");
   KITE_OP_CHECK(residual.numel() == x.numel() && residual.size(-1) == x.size(-1), "add_rms_norm",
                 "residual " + cpu::shape_of(residual) + " must match x " + cpu::shape_of(x));
+  KITE_OP_CHECK(!cpu::overlaps(residual, out), "add_rms_norm", "out must not alias residual");
   const int64_t hidden = x.size(-1);
   float* res = residual.data<float>();
   const float* in = x.data<float>();

@@ -26,6 +26,7 @@ struct AttnCase {
   int64_t num_heads, num_kv_heads, head_dim_qk, head_dim_v, block_size;
   float q_range = 2.0f;  // larger values make the softmax peaky, testing its stability
 };
+void PrintTo(const AttnCase& c, std::ostream* os) { *os << c.name; }
 
 // A batch laid out in a paged cache whose unused slots are NaN, through shuffled block tables.
 struct Batch {
