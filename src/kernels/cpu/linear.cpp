@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/blas_setup.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/ops.h"
 
@@ -47,6 +48,7 @@ void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y
   }
   if (k == 0) return;
 
+  cpu::ensure_blas_ready();
   const float* a = x.data<float>();
   const float* w = weight.data<float>();
   if (m == 1) {
