@@ -1,0 +1,216 @@
+// Paged causal attention over a flattened batch (prefill, chunked prefill and decode alike).
+//
+// One work item is one (query token, head). It walks that sequence's block table, scoring
+// every visible key (two-pass softmax: scores, then max-subtracted exp and the weighted sum
+// of V), so its cost is O(visible_keys * (head_dim_qk + head_dim_v)) and it needs one
+// scratch row of scores per thread. Items are spread over OpenMP threads dynamically because
+// a causal batch mixes short and long rows.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/ops.h"
+
+namespace kite::ops {
+namespace {
+
+constexpr const char* kOp = "paged_attention";
+
+// Dimensions of one call, after validation.
+struct AttentionDims {
+  int64_t num_tokens, num_heads, num_kv_heads, head_dim_qk, head_dim_v;
+  int64_t num_blocks, block_size;
+};
+
+AttentionDims check_tensors(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const PagedAttentionParams& p, const Tensor& out) {
+  cpu::check_f32(q, kOp, "q");
+  cpu::check_f32(k_cache, kOp, "k_cache");
+  cpu::check_f32(v_cache, kOp, "v_cache");
+  cpu::check_f32(out, kOp, "out");
+  KITE_OP_CHECK(q.dim() == 3, kOp,
+                "q must be [T, num_heads, head_dim_qk], got " + cpu::shape_of(q));
+  KITE_OP_CHECK(k_cache.dim() == 4 && v_cache.dim() == 4, kOp,
+                "caches must be [num_blocks, block_size, num_kv_heads, head_dim], got k " +
+                    cpu::shape_of(k_cache) + ", v " + cpu::shape_of(v_cache));
+  AttentionDims d{q.size(0),       q.size(1),       k_cache.size(2), q.size(2),
+                  v_cache.size(3), k_cache.size(0), k_cache.size(1)};
+  KITE_OP_CHECK(k_cache.size(3) == d.head_dim_qk, kOp,
+                "k_cache head_dim " + std::to_string(k_cache.size(3)) + " != q head_dim " +
+                    std::to_string(d.head_dim_qk));
+  KITE_OP_CHECK(
+      v_cache.size(0) == d.num_blocks && v_cache.size(1) == d.block_size &&
+          v_cache.size(2) == d.num_kv_heads,
+      kOp,
+      "v_cache " + cpu::shape_of(v_cache) + " disagrees with k_cache " + cpu::shape_of(k_cache));
+  KITE_OP_CHECK(p.block_size == d.block_size, kOp,
+                "params.block_size " + std::to_string(p.block_size) + " != cache block size " +
+                    std::to_string(d.block_size));
+  KITE_OP_CHECK(d.num_kv_heads > 0 && d.num_heads % d.num_kv_heads == 0, kOp,
+                std::to_string(d.num_heads) + " query heads are not a multiple of " +
+                    std::to_string(d.num_kv_heads) + " kv heads");
+  KITE_OP_CHECK(out.dim() == 3 && out.size(0) == d.num_tokens && out.size(1) == d.num_heads &&
+                    out.size(2) == d.head_dim_v,
+                kOp,
+                "out " + cpu::shape_of(out) + " must be [" + std::to_string(d.num_tokens) + ", " +
+                    std::to_string(d.num_heads) + ", " + std::to_string(d.head_dim_v) + "]");
+  KITE_OP_CHECK(!cpu::overlaps(out, q), kOp, "out must not alias q");
+  return d;
+}
+
+// Validates the batch description and returns, for each query token, its sequence index.
+std::vector<int32_t> check_batch(const PagedAttentionParams& p, const AttentionDims& d) {
+  KITE_OP_CHECK(p.block_tables != nullptr, kOp, "params.block_tables is null");
+  const auto num_seqs = static_cast<int64_t>(p.seq_lens.size());
+  KITE_OP_CHECK(static_cast<int64_t>(p.query_start.size()) == num_seqs + 1 &&
+                    static_cast<int64_t>(p.block_tables->size()) == num_seqs,
+                kOp,
+                "query_start needs num_seqs + 1 entries and block_tables num_seqs lists (" +
+                    std::to_string(num_seqs) + " sequences)");
+  KITE_OP_CHECK(
+      p.query_start[0] == 0 && p.query_start[num_seqs] == d.num_tokens, kOp,
+      "query_start must run from 0 to the " + std::to_string(d.num_tokens) + " query tokens");
+  std::vector<int32_t> token_seq(d.num_tokens);
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int64_t begin = p.query_start[s], end = p.query_start[s + 1];
+    const int64_t seq_len = p.seq_lens[s];
+    const auto& table = (*p.block_tables)[s];
+    KITE_OP_CHECK(begin <= end && end - begin <= seq_len, kOp,
+                  "sequence " + std::to_string(s) + " has " + std::to_string(end - begin) +
+                      " queries but only " + std::to_string(seq_len) + " tokens");
+    KITE_OP_CHECK(static_cast<int64_t>(table.size()) * d.block_size >= seq_len, kOp,
+                  "sequence " + std::to_string(s) + " has " + std::to_string(seq_len) +
+                      " tokens but its block table covers " +
+                      std::to_string(table.size() * d.block_size));
+    const int64_t used_blocks = (seq_len + d.block_size - 1) / d.block_size;
+    for (int64_t b = 0; b < used_blocks; ++b) {
+      KITE_OP_CHECK(table[b] >= 0 && table[b] < d.num_blocks, kOp,
+                    "sequence " + std::to_string(s) + " uses block " + std::to_string(table[b]) +
+                        " outside the cache's " + std::to_string(d.num_blocks) + " blocks");
+    }
+    std::fill(token_seq.begin() + begin, token_seq.begin() + end, static_cast<int32_t>(s));
+  }
+  return token_seq;
+}
+
+// Walks keys [0, num_keys) of one sequence block by block: fn(j, row) gets key index j and
+// a pointer to that key's row for `head_offset` within the cache laid out with `row_stride`.
+template <typename Fn>
+inline void for_each_cached_row(const float* cache, const std::vector<int32_t>& table,
+                                int64_t num_keys, int64_t block_size, int64_t row_stride,
+                                int64_t head_offset, Fn&& fn) {
+  for (int64_t j0 = 0; j0 < num_keys; j0 += block_size) {
+    const int64_t slot0 = static_cast<int64_t>(table[j0 / block_size]) * block_size;
+    const int64_t n = std::min(block_size, num_keys - j0);
+    const float* row = cache + slot0 * row_stride + head_offset;
+    for (int64_t j = 0; j < n; ++j, row += row_stride) fn(j0 + j, row);
+  }
+}
+
+// out[0, dim) = sum_j probs[j] * V_j. The output stays in registers across all keys, in
+// 64-float chunks (8 ymm accumulators), instead of a load-add-store per key.
+void weighted_sum_rows(const float* probs, const float* v_cache, const std::vector<int32_t>& table,
+                       int64_t num_keys, int64_t block_size, int64_t row_stride,
+                       int64_t head_offset, int64_t dim, float* out) {
+  int64_t c = 0;
+#ifdef KITE_CPU_AVX2
+  // Eight named accumulators: an array indexed in a loop would live on the stack at -O2.
+  for (; c + 64 <= dim; c += 64) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for_each_cached_row(v_cache, table, num_keys, block_size, row_stride, head_offset + c,
+                        [&](int64_t j, const float* v) {
+                          const __m256 w = _mm256_set1_ps(probs[j]);
+                          a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), a0);
+                          a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), a1);
+                          a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 16), a2);
+                          a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 24), a3);
+                          a4 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 32), a4);
+                          a5 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 40), a5);
+                          a6 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 48), a6);
+                          a7 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 56), a7);
+                        });
+    float* o = out + c;
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + 16, a2);
+    _mm256_storeu_ps(o + 24, a3);
+    _mm256_storeu_ps(o + 32, a4);
+    _mm256_storeu_ps(o + 40, a5);
+    _mm256_storeu_ps(o + 48, a6);
+    _mm256_storeu_ps(o + 56, a7);
+  }
+  for (; c + 8 <= dim; c += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for_each_cached_row(v_cache, table, num_keys, block_size, row_stride, head_offset + c,
+                        [&](int64_t j, const float* v) {
+                          acc = _mm256_fmadd_ps(_mm256_set1_ps(probs[j]), _mm256_loadu_ps(v), acc);
+                        });
+    _mm256_storeu_ps(out + c, acc);
+  }
+#endif
+  for (; c < dim; ++c) {
+    float acc = 0.0f;
+    for_each_cached_row(v_cache, table, num_keys, block_size, row_stride, head_offset + c,
+                        [&](int64_t j, const float* v) { acc += probs[j] * v[0]; });
+    out[c] = acc;
+  }
+}
+
+// Attention of one query row against keys [0, num_keys) of one sequence and one kv head.
+// `scores` has room for num_keys floats; `out` receives head_dim_v floats.
+void attend_one(const float* q, const float* k_cache, const float* v_cache,
+                const std::vector<int32_t>& table, int64_t num_keys, int64_t kv_head,
+                const AttentionDims& d, float scale, float* scores, float* out) {
+  const int64_t row_k = d.num_kv_heads * d.head_dim_qk;  // stride between slots in k_cache
+  const int64_t row_v = d.num_kv_heads * d.head_dim_v;
+  float max_score = -std::numeric_limits<float>::infinity();
+  for_each_cached_row(k_cache, table, num_keys, d.block_size, row_k, kv_head * d.head_dim_qk,
+                      [&](int64_t j, const float* k) {
+                        scores[j] = cpu::dot(q, k, d.head_dim_qk) * scale;
+                        max_score = std::max(max_score, scores[j]);
+                      });
+  double sum = 0.0;
+  for (int64_t j = 0; j < num_keys; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  weighted_sum_rows(scores, v_cache, table, num_keys, d.block_size, row_v, kv_head * d.head_dim_v,
+                    d.head_dim_v, out);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < d.head_dim_v; ++i) out[i] *= inv;
+}
+
+}  // namespace
+
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const PagedAttentionParams& params, Tensor& out) {
+  const AttentionDims d = check_tensors(q, k_cache, v_cache, params, out);
+  const std::vector<int32_t> token_seq = check_batch(params, d);
+  if (d.num_tokens == 0 || d.num_heads == 0) return;
+  const int64_t group = d.num_heads / d.num_kv_heads;
+  const int64_t max_seq_len = *std::max_element(params.seq_lens.begin(), params.seq_lens.end());
+  const float* qd = q.data<float>();
+  const float* kd = k_cache.data<float>();
+  const float* vd = v_cache.data<float>();
+  float* od = out.data<float>();
+  const int64_t items = d.num_tokens * d.num_heads;
+#pragma omp parallel if (items * max_seq_len * d.head_dim_qk >= cpu::kParallelMinWork)
+  {
+    std::vector<float> scores(max_seq_len);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t t = item / d.num_heads;
+      const int64_t h = item % d.num_heads;
+      const int32_t s = token_seq[t];
+      const int64_t q_len = params.query_start[s + 1] - params.query_start[s];
+      // Query i of a sequence is token seq_len - q_len + i and sees keys up to itself.
+      const int64_t num_keys = params.seq_lens[s] - q_len + (t - params.query_start[s]) + 1;
+      attend_one(qd + item * d.head_dim_qk, kd, vd, (*params.block_tables)[s], num_keys, h / group,
+                 d, params.scale, scores.data(), od + item * d.head_dim_v);
+    }
+  }
+}
+
+}  // namespace kite::ops
