@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <array>
+#include <bit>
 #include <limits>
+
+#include "sampling/vec_math.h"
 
 namespace kite {
 
@@ -77,11 +81,10 @@ void select_top_k(std::span<const float> logits, int32_t k, std::vector<Candidat
   for (size_t i = 0; i < keep; ++i) out.push_back({static_cast<int32_t>(i), logits[i]});
   std::make_heap(out.begin(), out.end(), better_candidate);
   float worst = out.front().logit;
-  for (size_t i = keep; i < n; ++i) {
-    const float v = logits[i];
-    if (!(v > worst)) continue;
+  for (size_t i = vec::next_greater(logits, keep, worst); i < n;
+       i = vec::next_greater(logits, i + 1, worst)) {
     std::pop_heap(out.begin(), out.end(), better_candidate);
-    out.back() = {static_cast<int32_t>(i), v};
+    out.back() = {static_cast<int32_t>(i), logits[i]};
     std::push_heap(out.begin(), out.end(), better_candidate);
     worst = out.front().logit;
   }
@@ -127,6 +130,44 @@ void apply_top_p(std::vector<Candidate>& cands, bool sorted, float top_p) {
     if (++i == n) break;
   }
   cands.resize(i);
+}
+
+void select_top_p(std::span<const float> row, std::span<const float> weights, double total,
+                  float max_logit, float inv_temperature, float top_p,
+                  std::vector<Candidate>& out) {
+  out.clear();
+  // Radix-select on the weights' float bits: for w in [0, 1] the bit pattern orders like the
+  // value, and its top 12 bits (exponent + 3 mantissa bits) split each octave in 8 buckets.
+  constexpr size_t kKeys = 1024;
+  auto key_of = [](float w) { return std::min<size_t>(std::bit_cast<uint32_t>(w) >> 20, kKeys - 1); };
+  std::array<double, kKeys> mass{};
+  for (float w : weights) mass[key_of(w)] += w;
+
+  // The first bucket, from the top, whose inclusion reaches the target: every token above it
+  // is in the nucleus and every token below it is out; only its own tokens need sorting.
+  const double target = static_cast<double>(top_p) * total;
+  double above = 0.0;
+  size_t boundary_key = kKeys - 1;
+  for (; boundary_key > 0; --boundary_key) {
+    if (above + mass[boundary_key] >= target) break;
+    above += mass[boundary_key];
+  }
+
+  thread_local std::vector<Candidate> boundary;
+  boundary.clear();
+  for (size_t i = 0; i < row.size(); ++i) {
+    const size_t key = key_of(weights[i]);
+    if (key < boundary_key || weights[i] <= 0.0f) continue;
+    const Candidate c{static_cast<int32_t>(i), (row[i] - max_logit) * inv_temperature};
+    (key > boundary_key ? out : boundary).push_back(c);
+  }
+  std::sort(boundary.begin(), boundary.end(), better_candidate);
+  double mass_before = above;
+  for (const Candidate& c : boundary) {
+    if (mass_before >= target) break;
+    out.push_back(c);
+    mass_before += weights[c.token_id];
+  }
 }
 
 void apply_min_p(std::vector<Candidate>& cands, float min_p) {

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+
+#include "sampling/vec_math.h"
 
 namespace kite {
 namespace {
@@ -15,7 +18,9 @@ struct Workspace {
   std::vector<float> logits;  // penalised copy of the caller's row
   PenaltyScratch penalty;
   std::vector<Candidate> candidates;
+  std::vector<float> candidate_logits;
   std::vector<float> weights;
+  std::vector<double> block_sums;
 };
 
 Workspace& thread_workspace() {
@@ -28,20 +33,10 @@ struct LogitScan {
   int32_t argmax;  // lowest id among equal maxima
 };
 
-// One pass: the maximum, its (lowest) id, and a check that the row can be sampled at all.
+// The maximum, its (lowest) id, and a check that the row can be sampled at all.
 Result<LogitScan> scan_logits(std::span<const float> logits) {
-  float best = kNegInf;
-  int32_t best_id = 0;
-  bool bad = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    bad |= std::isnan(v) || v == std::numeric_limits<float>::infinity();
-    if (v > best) {
-      best = v;
-      best_id = static_cast<int32_t>(i);
-    }
-  }
-  if (bad) {
+  const vec::RowMax rm = vec::row_max(logits);
+  if (rm.has_nan_or_pos_inf) {
     for (size_t i = 0; i < logits.size(); ++i) {
       if (!std::isfinite(logits[i]) && logits[i] != kNegInf) {
         return internal_error(fmt::format(
@@ -50,37 +45,39 @@ Result<LogitScan> scan_logits(std::span<const float> logits) {
       }
     }
   }
-  if (best == kNegInf) {
+  if (rm.max == kNegInf) {
     return internal_error(
         fmt::format("all {} logits are -inf; no token can be sampled", logits.size()));
   }
-  return LogitScan{best, best_id};
-}
-
-// log(sum(exp(logits))), accumulated in double so a 150k vocabulary loses no precision.
-double log_sum_exp(std::span<const float> logits, float max_logit) {
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(v - max_logit);
-  return static_cast<double>(max_logit) + std::log(sum);
+  return LogitScan{rm.max, static_cast<int32_t>(vec::first_index_of(logits, rm.max))};
 }
 
 // Inverse-CDF draw over candidate weights exp(logit - max). `u` is in [0, 1).
-int32_t draw(const std::vector<Candidate>& cands, double u) {
+int32_t draw(const std::vector<Candidate>& cands, double u, Workspace& ws) {
+  ws.candidate_logits.resize(cands.size());
   float m = kNegInf;
-  for (const Candidate& c : cands) m = std::max(m, c.logit);
-  double total = 0.0;
-  for (const Candidate& c : cands) total += std::exp(c.logit - m);
-  const double target = u * total;
-  double cum = 0.0;
-  int32_t last_positive = cands.front().token_id;
-  for (const Candidate& c : cands) {
-    const double w = std::exp(c.logit - m);
-    if (w <= 0.0) continue;
-    cum += w;
-    last_positive = c.token_id;
-    if (target < cum) return c.token_id;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    ws.candidate_logits[i] = cands[i].logit;
+    m = std::max(m, cands[i].logit);
   }
-  return last_positive;  // rounding left target >= cum: the last token with weight
+  ws.weights.resize(cands.size());
+  const double total =
+      vec::exp_weights(ws.candidate_logits, m, 1.0f, ws.weights, ws.block_sums);
+  return cands[vec::draw_index(ws.weights, ws.block_sums, u * total)].token_id;
+}
+
+// Candidates that can survive min_p at this temperature, from a dense row in one
+// vectorised scan. The bound is loosened a little so float rounding never drops a token;
+// apply_min_p then applies the exact rule to the scaled logits.
+void min_p_candidates(std::span<const float> row, float max_logit, float inv_t, float min_p,
+                      std::vector<Candidate>& out) {
+  const float loose = max_logit + 1.001f * std::log(min_p) / inv_t -
+                      1e-6f * std::max(1.0f, std::fabs(max_logit));
+  out.clear();
+  for (size_t i = vec::next_greater(row, 0, loose); i < row.size();
+       i = vec::next_greater(row, i + 1, loose)) {
+    out.push_back({static_cast<int32_t>(i), (row[i] - max_logit) * inv_t});
+  }
 }
 
 }  // namespace
@@ -115,7 +112,7 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, const TokenH
   SampleResult result;
   result.token_id = params_.is_greedy() ? scan.argmax : sample_random(row, scan.max_logit);
   if (params_.logprobs) {
-    const double lse = log_sum_exp(row, scan.max_logit);
+    const double lse = scan.max_logit + std::log(vec::sum_exp(row, scan.max_logit, 1.0f));
     result.logprob = static_cast<float>(row[result.token_id] - lse);
     if (params_.top_logprobs > 0) {
       select_top_k(row, params_.top_logprobs, ws.candidates);
@@ -130,50 +127,34 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, const TokenH
 
 int32_t Sampler::sample_random(std::span<const float> row, float max_logit) {
   Workspace& ws = thread_workspace();
-  // Divide rather than multiply by 1/T: for a denormal T, 1/T is inf and 0 * inf is NaN.
-  const float t = params_.temperature;
+  // Multiply by 1/T, clamped: for a denormal T, 1/T is inf and 0 * inf would be NaN.
+  const float inv_t = std::min(1.0f / params_.temperature, std::numeric_limits<float>::max());
   const size_t vocab = row.size();
   const bool use_top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab;
   const bool use_top_p = params_.top_p < 1.0f;
   const bool use_min_p = params_.min_p > 0.0f;
   const double u = next_uniform();
-
-  if (!use_top_k && !use_top_p && !use_min_p) {
-    // Plain temperature sampling: one pass of weights over the dense row, no candidates.
-    ws.weights.resize(vocab);
-    double total = 0.0;
-    for (size_t i = 0; i < vocab; ++i) {
-      ws.weights[i] = std::exp((row[i] - max_logit) / t);
-      total += ws.weights[i];
-    }
-    const double target = u * total;
-    double cum = 0.0;
-    size_t last_positive = 0;
-    for (size_t i = 0; i < vocab; ++i) {
-      if (ws.weights[i] <= 0.0f) continue;
-      cum += ws.weights[i];
-      last_positive = i;
-      if (target < cum) return static_cast<int32_t>(i);
-    }
-    return static_cast<int32_t>(last_positive);
-  }
-
   std::vector<Candidate>& cands = ws.candidates;
-  bool sorted = false;
+
   if (use_top_k) {
-    // Scaling by 1/T (T > 0) preserves the order, so select first and scale k values.
+    // Scaling by 1/T preserves the order, so select first and scale only k values.
     select_top_k(row, params_.top_k, cands);
-    sorted = true;
+    for (Candidate& c : cands) c.logit = (c.logit - max_logit) * inv_t;
+    apply_top_p(cands, /*sorted=*/true, params_.top_p);
+  } else if (use_top_p) {
+    ws.weights.resize(vocab);
+    const double total = vec::exp_weights(row, max_logit, inv_t, ws.weights, ws.block_sums);
+    select_top_p(row, ws.weights, total, max_logit, inv_t, params_.top_p, cands);
+  } else if (use_min_p) {
+    min_p_candidates(row, max_logit, inv_t, params_.min_p, cands);
   } else {
-    cands.clear();
-    for (size_t i = 0; i < vocab; ++i) {
-      if (row[i] != kNegInf) cands.push_back({static_cast<int32_t>(i), row[i]});
-    }
+    // Plain temperature sampling: weights over the dense row, no candidate list.
+    ws.weights.resize(vocab);
+    const double total = vec::exp_weights(row, max_logit, inv_t, ws.weights, ws.block_sums);
+    return static_cast<int32_t>(vec::draw_index(ws.weights, ws.block_sums, u * total));
   }
-  for (Candidate& c : cands) c.logit = (c.logit - max_logit) / t;
-  apply_top_p(cands, sorted, params_.top_p);
   apply_min_p(cands, params_.min_p);
-  return draw(cands, u);
+  return draw(cands, u, ws);
 }
 
 }  // namespace kite

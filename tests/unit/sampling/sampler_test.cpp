@@ -104,7 +104,9 @@ TEST(Sampler, TemperatureToZeroApproachesGreedy) {
     for (int i = 0; i < 2000; ++i) hits += sample_id(s, logits) == best;
     const double share = hits / 2000.0;
     EXPECT_GE(share, prev_share) << "T=" << t;
-    if (t <= 1e-3f) EXPECT_EQ(hits, 2000) << "T=" << t;
+    if (t <= 1e-3f) {
+      EXPECT_EQ(hits, 2000) << "T=" << t;
+    }
     prev_share = share;
   }
   EXPECT_LT(prev_share, 2.0);
@@ -264,7 +266,9 @@ TEST(Sampler, LogprobsArePenalisedLogSoftmaxBeforeTemperature) {
   for (size_t i = 0; i < 20; ++i) {
     EXPECT_EQ(r->top_logprobs[i].token_id, order[i]);
     EXPECT_NEAR(r->top_logprobs[i].logprob, ref[order[i]], 1e-4);
-    if (i > 0) EXPECT_LE(r->top_logprobs[i].logprob, r->top_logprobs[i - 1].logprob);
+    if (i > 0) {
+      EXPECT_LE(r->top_logprobs[i].logprob, r->top_logprobs[i - 1].logprob);
+    }
   }
 }
 
