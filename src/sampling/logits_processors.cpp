@@ -1,14 +1,20 @@
 #include "sampling/logits_processors.h"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <limits>
 
 #include "sampling/vec_math.h"
 
 namespace kite {
+namespace {
+// better_candidate as a function object, so std algorithms inline it.
+constexpr auto kBetter = [](const Candidate& a, const Candidate& b) {
+  return better_candidate(a, b);
+};
+}  // namespace
 
 bool has_penalties(const SamplingParams& params) {
   return params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
@@ -69,9 +75,9 @@ void select_top_k(std::span<const float> logits, int32_t k, std::vector<Candidat
     // A large share of the vocabulary: partition once instead of churning a heap.
     out.resize(n);
     for (size_t i = 0; i < n; ++i) out[i] = {static_cast<int32_t>(i), logits[i]};
-    if (keep < n) std::nth_element(out.begin(), out.begin() + keep, out.end(), better_candidate);
+    if (keep < n) std::nth_element(out.begin(), out.begin() + keep, out.end(), kBetter);
     out.resize(keep);
-    std::sort(out.begin(), out.end(), better_candidate);
+    std::sort(out.begin(), out.end(), kBetter);
     return;
   }
 
@@ -79,16 +85,16 @@ void select_top_k(std::span<const float> logits, int32_t k, std::vector<Candidat
   // later token with an equal logit never beats a kept one: a strict `>` test suffices.
   out.reserve(keep);
   for (size_t i = 0; i < keep; ++i) out.push_back({static_cast<int32_t>(i), logits[i]});
-  std::make_heap(out.begin(), out.end(), better_candidate);
+  std::make_heap(out.begin(), out.end(), kBetter);
   float worst = out.front().logit;
   for (size_t i = vec::next_greater(logits, keep, worst); i < n;
        i = vec::next_greater(logits, i + 1, worst)) {
-    std::pop_heap(out.begin(), out.end(), better_candidate);
+    std::pop_heap(out.begin(), out.end(), kBetter);
     out.back() = {static_cast<int32_t>(i), logits[i]};
-    std::push_heap(out.begin(), out.end(), better_candidate);
+    std::push_heap(out.begin(), out.end(), kBetter);
     worst = out.front().logit;
   }
-  std::sort(out.begin(), out.end(), better_candidate);
+  std::sort(out.begin(), out.end(), kBetter);
 }
 
 namespace {
@@ -120,8 +126,8 @@ void apply_top_p(std::vector<Candidate>& cands, bool sorted, float top_p) {
     if (i == sorted_end) {
       const size_t next = std::min(n, sorted_end + chunk);
       auto first = cands.begin() + sorted_end;
-      if (next < n) std::nth_element(first, cands.begin() + next, cands.end(), better_candidate);
-      std::sort(first, cands.begin() + next, better_candidate);
+      if (next < n) std::nth_element(first, cands.begin() + next, cands.end(), kBetter);
+      std::sort(first, cands.begin() + next, kBetter);
       sorted_end = next;
       chunk *= 4;
     }
@@ -132,22 +138,54 @@ void apply_top_p(std::vector<Candidate>& cands, bool sorted, float top_p) {
   cands.resize(i);
 }
 
+namespace {
+
+// Radix buckets on the weights' float bits: for w in [0, 1] the bit pattern orders like the
+// value, and its top 12 bits (exponent + 3 mantissa bits) split each octave in 8 buckets.
+constexpr size_t kWeightKeys = 1024;
+inline size_t weight_key(float w) {
+  return std::min<size_t>(std::bit_cast<uint32_t>(w) >> 20, kWeightKeys - 1);
+}
+// A threshold t such that `w > t` <=> weight_key(w) >= key (for w > 0).
+inline float weight_key_floor(size_t key) {
+  if (key == 0) return 0.0f;
+  return std::nextafter(std::bit_cast<float>(static_cast<uint32_t>(key) << 20), 0.0f);
+}
+// Tokens more than 2^16 times less likely than the best are histogrammed only when the rest
+// do not reach top_p; a peaked row then costs a vectorised scan instead of a scalar pass.
+const size_t kSparseKey = weight_key(0x1p-16f);
+
+}  // namespace
+
 void select_top_p(std::span<const float> row, std::span<const float> weights, double total,
                   float max_logit, float inv_temperature, float top_p,
                   std::vector<Candidate>& out) {
   out.clear();
-  // Radix-select on the weights' float bits: for w in [0, 1] the bit pattern orders like the
-  // value, and its top 12 bits (exponent + 3 mantissa bits) split each octave in 8 buckets.
-  constexpr size_t kKeys = 1024;
-  auto key_of = [](float w) { return std::min<size_t>(std::bit_cast<uint32_t>(w) >> 20, kKeys - 1); };
-  std::array<double, kKeys> mass{};
-  for (float w : weights) mass[key_of(w)] += w;
+  const double target = static_cast<double>(top_p) * total;
+  std::array<double, kWeightKeys> mass{};
+  double sparse_mass = 0.0;
+  const float sparse_floor = weight_key_floor(kSparseKey);
+  for (size_t i = vec::next_greater(weights, 0, sparse_floor); i < weights.size();
+       i = vec::next_greater(weights, i + 1, sparse_floor)) {
+    mass[weight_key(weights[i])] += weights[i];
+    sparse_mass += weights[i];
+  }
+  if (sparse_mass < target) {
+    // Four interleaved histograms: neighbours usually share a bucket, and one array would
+    // serialise on its read-modify-write.
+    std::array<std::array<double, kWeightKeys>, 4> tail{};
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const size_t key = weight_key(weights[i]);
+      if (key < kSparseKey) tail[i & 3][key] += weights[i];
+    }
+    for (size_t k = 0; k < kSparseKey; ++k)
+      mass[k] = (tail[0][k] + tail[1][k]) + (tail[2][k] + tail[3][k]);
+  }
 
   // The first bucket, from the top, whose inclusion reaches the target: every token above it
   // is in the nucleus and every token below it is out; only its own tokens need sorting.
-  const double target = static_cast<double>(top_p) * total;
   double above = 0.0;
-  size_t boundary_key = kKeys - 1;
+  size_t boundary_key = kWeightKeys - 1;
   for (; boundary_key > 0; --boundary_key) {
     if (above + mass[boundary_key] >= target) break;
     above += mass[boundary_key];
@@ -155,13 +193,13 @@ void select_top_p(std::span<const float> row, std::span<const float> weights, do
 
   thread_local std::vector<Candidate> boundary;
   boundary.clear();
-  for (size_t i = 0; i < row.size(); ++i) {
-    const size_t key = key_of(weights[i]);
-    if (key < boundary_key || weights[i] <= 0.0f) continue;
+  const float floor = weight_key_floor(boundary_key);
+  for (size_t i = vec::next_greater(weights, 0, floor); i < weights.size();
+       i = vec::next_greater(weights, i + 1, floor)) {
     const Candidate c{static_cast<int32_t>(i), (row[i] - max_logit) * inv_temperature};
-    (key > boundary_key ? out : boundary).push_back(c);
+    (weight_key(weights[i]) > boundary_key ? out : boundary).push_back(c);
   }
-  std::sort(boundary.begin(), boundary.end(), better_candidate);
+  std::sort(boundary.begin(), boundary.end(), kBetter);
   double mass_before = above;
   for (const Candidate& c : boundary) {
     if (mass_before >= target) break;

@@ -69,8 +69,7 @@ void apply_top_p(std::vector<Candidate>& cands, bool sorted, float top_p);
 // Fills `out` with the nucleus, logits scaled the same way, in no particular order. Only the
 // tokens of one narrow weight bucket (the one where the mass crosses top_p) are sorted.
 void select_top_p(std::span<const float> row, std::span<const float> weights, double total,
-                  float max_logit, float inv_temperature, float top_p,
-                  std::vector<Candidate>& out);
+                  float max_logit, float inv_temperature, float top_p, std::vector<Candidate>& out);
 
 // Keeps candidates whose probability is >= min_p * (largest probability), i.e.
 // logit >= max_logit + log(min_p). Preserves order. min_p <= 0 does nothing.

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "sampling/vec_math.h"
@@ -61,9 +61,22 @@ int32_t draw(const std::vector<Candidate>& cands, double u, Workspace& ws) {
     m = std::max(m, cands[i].logit);
   }
   ws.weights.resize(cands.size());
-  const double total =
-      vec::exp_weights(ws.candidate_logits, m, 1.0f, ws.weights, ws.block_sums);
+  const double total = vec::exp_weights(ws.candidate_logits, m, 1.0f, ws.weights, ws.block_sums);
   return cands[vec::draw_index(ws.weights, ws.block_sums, u * total)].token_id;
+}
+
+// Inverse-CDF draw over candidates whose weights are already in the dense `weights` row.
+int32_t draw_weighted(const std::vector<Candidate>& cands, std::span<const float> weights,
+                      double u) {
+  double total = 0.0;
+  for (const Candidate& c : cands) total += weights[c.token_id];
+  const double target = u * total;
+  double cum = 0.0;
+  for (const Candidate& c : cands) {
+    cum += weights[c.token_id];
+    if (target < cum) return c.token_id;
+  }
+  return cands.back().token_id;  // rounding; the nucleus only holds positive weights
 }
 
 // Candidates that can survive min_p at this temperature, from a dense row in one
@@ -71,8 +84,8 @@ int32_t draw(const std::vector<Candidate>& cands, double u, Workspace& ws) {
 // apply_min_p then applies the exact rule to the scaled logits.
 void min_p_candidates(std::span<const float> row, float max_logit, float inv_t, float min_p,
                       std::vector<Candidate>& out) {
-  const float loose = max_logit + 1.001f * std::log(min_p) / inv_t -
-                      1e-6f * std::max(1.0f, std::fabs(max_logit));
+  const float loose =
+      max_logit + 1.001f * std::log(min_p) / inv_t - 1e-6f * std::max(1.0f, std::fabs(max_logit));
   out.clear();
   for (size_t i = vec::next_greater(row, 0, loose); i < row.size();
        i = vec::next_greater(row, i + 1, loose)) {
@@ -145,6 +158,8 @@ int32_t Sampler::sample_random(std::span<const float> row, float max_logit) {
     ws.weights.resize(vocab);
     const double total = vec::exp_weights(row, max_logit, inv_t, ws.weights, ws.block_sums);
     select_top_p(row, ws.weights, total, max_logit, inv_t, params_.top_p, cands);
+    apply_min_p(cands, params_.min_p);
+    return draw_weighted(cands, ws.weights, u);
   } else if (use_min_p) {
     min_p_candidates(row, max_logit, inv_t, params_.min_p, cands);
   } else {

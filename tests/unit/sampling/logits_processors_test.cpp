@@ -1,3 +1,5 @@
+#include "sampling/logits_processors.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,8 +8,6 @@
 #include <random>
 #include <set>
 #include <vector>
-
-#include "sampling/logits_processors.h"
 
 namespace kite {
 namespace {
@@ -190,8 +190,10 @@ TEST(LogitsProcessors, TopPKeepsAtLeastTheBestToken) {
 
 TEST(LogitsProcessors, MinPKeepsTokensAboveFractionOfMax) {
   // Probabilities proportional to 1, 0.5, 0.25, 0.1, 0.35.
-  std::vector<Candidate> cands = {{0, std::log(0.5f)}, {1, 0.0f},
-                                  {2, std::log(0.25f)}, {3, std::log(0.1f)},
+  std::vector<Candidate> cands = {{0, std::log(0.5f)},
+                                  {1, 0.0f},
+                                  {2, std::log(0.25f)},
+                                  {3, std::log(0.1f)},
                                   {4, std::log(0.35f)}};
   apply_min_p(cands, 0.3f);
   std::vector<int32_t> ids;

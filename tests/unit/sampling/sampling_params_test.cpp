@@ -1,11 +1,11 @@
+#include "sampling/sampling_params.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include "sampling/sampling_params.h"
 
 namespace kite {
 namespace {
@@ -56,11 +56,14 @@ TEST(SamplingParams, MessagesNameFieldRangeAndValue) {
   EXPECT_EQ(error_of([](auto& p) { p.max_tokens = 0; }), "max_tokens must be >= 1, got 0");
   EXPECT_EQ(error_of([](auto& p) { p.top_logprobs = 21; }),
             "top_logprobs must be in [0, 20], got 21");
-  EXPECT_EQ(error_of([](auto& p) { p.top_logprobs = 3; }),
-            "top_logprobs=3 requires logprobs=true");
-  EXPECT_EQ(error_of([](auto& p) { p.stop = {"ok", ""}; }),
+  EXPECT_EQ(error_of([](auto& p) { p.top_logprobs = 3; }), "top_logprobs=3 requires logprobs=true");
+  EXPECT_EQ(error_of([](auto& p) {
+              p.stop = {"ok", ""};
+            }),
             "stop[1] is an empty string; remove it");
-  EXPECT_EQ(error_of([](auto& p) { p.stop_token_ids = {5, -1}; }),
+  EXPECT_EQ(error_of([](auto& p) {
+              p.stop_token_ids = {5, -1};
+            }),
             "stop_token_ids[1] must be a token id >= 0, got -1");
 }
 
