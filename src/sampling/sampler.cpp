@@ -39,9 +39,10 @@ Result<LogitScan> scan_logits(std::span<const float> logits) {
   if (rm.has_nan_or_pos_inf) {
     for (size_t i = 0; i < logits.size(); ++i) {
       if (!std::isfinite(logits[i]) && logits[i] != kNegInf) {
-        return internal_error(fmt::format(
-            "logits contain {} at token id {} (vocab {}); the model produced non-finite values",
-            logits[i], i, logits.size()));
+        return internal_error(
+            fmt::format("logits contain {} at token id {} (vocab {}, after penalties); the model "
+                        "produced non-finite values",
+                        logits[i], i, logits.size()));
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 namespace kite {
@@ -178,6 +179,35 @@ TEST(LogitsProcessors, TopPMatchesReferenceSortedOrNot) {
     std::vector<Candidate> sorted_cands = reference_sorted(logits);
     apply_top_p(sorted_cands, /*sorted=*/true, top_p);
     EXPECT_EQ(sorted_cands.size(), want.size());
+  }
+}
+
+TEST(LogitsProcessors, DenseTopPMatchesReference) {
+  // Peaked rows resolve in the sparse pass; flat ones need the full histogram.
+  for (auto [spread, top_p, temperature] :
+       {std::tuple{12.0f, 0.9f, 1.0f}, std::tuple{12.0f, 0.999f, 0.5f},
+        std::tuple{1.0f, 0.5f, 1.0f}, std::tuple{3.0f, 0.95f, 1.5f}, std::tuple{6.0f, 1e-6f, 0.7f},
+        std::tuple{20.0f, 0.3f, 2.0f}}) {
+    auto logits = random_logits(30000, 23, -spread, spread);
+    logits[17] = -INFINITY;
+    const float m = *std::max_element(logits.begin(), logits.end());
+    std::vector<float> scaled(logits.size()), weights(logits.size());
+    double total = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      scaled[i] = (logits[i] - m) / temperature;
+      weights[i] = std::exp(scaled[i]);
+      total += weights[i];
+    }
+    const auto want = reference_top_p(scaled, top_p);
+    std::vector<Candidate> cands;
+    select_top_p(logits, weights, total, m, 1.0f / temperature, top_p, cands);
+    std::set<int32_t> got;
+    for (const auto& c : cands) {
+      got.insert(c.token_id);
+      EXPECT_NEAR(c.logit, scaled[c.token_id], 1e-4f);
+    }
+    EXPECT_EQ(got.size(), cands.size());  // no duplicates
+    EXPECT_EQ(got, want) << "spread " << spread << " top_p " << top_p << " T " << temperature;
   }
 }
 
