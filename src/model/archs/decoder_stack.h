@@ -1,0 +1,49 @@
+// DecoderStack: the pre-norm decoder every supported architecture shares —
+// embed → N × [norm → attention → +residual → norm → FFN → +residual] → norm → lm_head —
+// with the attention and FFN kinds chosen per layer by the architecture file that builds it.
+#pragma once
+
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "model/layers/attention.h"
+#include "model/layers/mla.h"
+#include "model/layers/mlp.h"
+#include "model/layers/moe.h"
+#include "model/layers/rope_table.h"
+#include "model/model.h"
+
+namespace kite {
+
+struct DecoderLayer {
+  Tensor input_norm;      // [hidden]
+  Tensor post_attn_norm;  // [hidden]
+  std::variant<GqaAttention, MlaAttention> attention;
+  std::variant<GatedMlp, Moe> ffn;
+};
+
+class DecoderStack final : public Model {
+ public:
+  DecoderStack(ModelConfig config, KvCacheSpec kv_spec, RopeTable rope)
+      : config_(std::move(config)), kv_spec_(kv_spec), rope_(std::move(rope)) {}
+
+  const ModelConfig& config() const override { return config_; }
+  KvCacheSpec kv_cache_spec() const override { return kv_spec_; }
+  Tensor forward(const ForwardBatch& batch, KvCache& cache) override;
+
+  // Loads embed_tokens, model.norm and lm_head (tied to the embedding when configured).
+  Status load_embeddings(const WeightStore& weights);
+  std::vector<DecoderLayer>& layers() { return layers_; }
+
+ private:
+  ModelConfig config_;
+  KvCacheSpec kv_spec_;
+  RopeTable rope_;
+  Tensor embed_;    // [vocab, hidden]
+  Tensor lm_head_;  // [vocab, hidden] (same bytes as embed_ when tied)
+  Tensor final_norm_;
+  std::vector<DecoderLayer> layers_;
+};
+
+}  // namespace kite

@@ -1,0 +1,50 @@
+// KvCache: the paged K/V memory of every layer, preallocated once.
+//
+// Layout per layer: k [num_blocks, block_size, num_kv_heads, k_head_dim] and
+// v [num_blocks, block_size, num_kv_heads, v_head_dim]. MLA layers cache only the compressed
+// latent (kv_lora_rank + qk_rope_head_dim per token, one "head") in k; their v is the same
+// tensor (attention reads the latent as values too), so `shares_kv` is set and no v is
+// allocated. The cache knows nothing of which sequence owns a block: block tables do.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kite {
+
+struct KvCacheSpec {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  int64_t k_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool shares_kv = false;  // MLA: values are read from the k (latent) cache
+
+  // Bytes one token occupies across all layers (fp32 on the CPU).
+  int64_t bytes_per_token() const;
+};
+
+class KvCache {
+ public:
+  KvCache() = default;
+  KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size);
+  // As many blocks as fit in `budget_bytes` (at least one).
+  static int64_t blocks_for_budget(const KvCacheSpec& spec, int64_t block_size,
+                                   int64_t budget_bytes);
+
+  const KvCacheSpec& spec() const { return spec_; }
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  Tensor& k(int64_t layer) { return k_[layer]; }
+  Tensor& v(int64_t layer) { return spec_.shares_kv ? k_[layer] : v_[layer]; }
+
+ private:
+  KvCacheSpec spec_;
+  int64_t num_blocks_ = 0;
+  int64_t block_size_ = 0;
+  std::vector<Tensor> k_;
+  std::vector<Tensor> v_;
+};
+
+}  // namespace kite

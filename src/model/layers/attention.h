@@ -1,0 +1,24 @@
+// Grouped-query attention (Llama, Qwen2): q/k/v projections (Qwen2: with bias), RoPE (neox
+// layout), K/V written into the paged cache, paged causal attention, output projection.
+#pragma once
+
+#include "model/config.h"
+#include "model/layers/linear.h"
+#include "model/layers/step_context.h"
+
+namespace kite {
+
+class GqaAttention {
+ public:
+  static Result<GqaAttention> load(const WeightStore& weights, const std::string& prefix,
+                                   const ModelConfig& config);
+  // x [T, hidden] -> [T, hidden]; writes this step's K/V into k_cache / v_cache.
+  Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache, Tensor& v_cache) const;
+
+ private:
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
+  float scale_ = 1.0f;
+};
+
+}  // namespace kite

@@ -1,0 +1,40 @@
+// Linear: a weight [out, in] (+ optional bias [out]) loaded by name, applied with ops::linear.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "kernels/ops.h"
+#include "model/weight_store.h"
+
+namespace kite {
+
+struct Linear {
+  Tensor weight;  // [out_features, in_features]
+  Tensor bias;    // [out_features] or undefined
+
+  int64_t out_features() const { return weight.size(0); }
+  int64_t in_features() const { return weight.size(1); }
+
+  // y [T, out] = x [T, in] · W^T (+ b); allocates y.
+  Tensor operator()(const Tensor& x) const {
+    Tensor y = Tensor::empty({x.size(0), out_features()});
+    ops::linear(x, weight, bias.defined() ? &bias : nullptr, y);
+    return y;
+  }
+
+  // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
+  static Result<Linear> load(const WeightStore& weights, const std::string& name, int64_t out,
+                             int64_t in, bool with_bias = false);
+  // Rows of several weights stacked into one (e.g. gate and up into gate_up) so one GEMM
+  // computes them all; each part is `<name>.weight` [out_i, in].
+  static Result<Linear> load_stacked(const WeightStore& weights,
+                                     const std::vector<std::string>& names,
+                                     const std::vector<int64_t>& outs, int64_t in);
+};
+
+// `<name>` as a 1-D fp32 tensor of `size` (norm weights, biases).
+Result<Tensor> load_vector(const WeightStore& weights, const std::string& name, int64_t size);
+
+}  // namespace kite

@@ -1,0 +1,47 @@
+// Multi-head latent attention (DeepSeek-V2/V3), computed in the absorbed form over a cache of
+// the compressed latent.
+//
+// Per token the cache holds [c_kv (kv_lora_rank, after kv_a_layernorm) | k_rope (rope dims,
+// after RoPE)]. kv_b_proj's per-head blocks W_UK [nope, rank] and W_UV [v, rank] are split at
+// load: each head's query is moved into latent space (q_lat = W_UK^T q_nope), so attention is
+// one-kv-head attention with head_dim rank+rope over the latent itself, and the output latent
+// is moved back per head by W_UV. Mathematically identical to transformers' expanded form
+// (k_nope = W_UK c_kv, v = W_UV c_kv), and it reads rank+rope floats per cached token instead
+// of heads × (nope + rope + v).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "model/config.h"
+#include "model/layers/linear.h"
+#include "model/layers/step_context.h"
+
+namespace kite {
+
+class MlaAttention {
+ public:
+  static Result<MlaAttention> load(const WeightStore& weights, const std::string& prefix,
+                                   const ModelConfig& config);
+  // Cache row width: kv_lora_rank + qk_rope_head_dim.
+  static int64_t latent_width(const ModelConfig& c) { return c.kv_lora_rank + c.qk_rope_head_dim; }
+  // x [T, hidden] -> [T, hidden]; writes this step's latents into `latent_cache`
+  // [num_blocks, block_size, 1, latent_width].
+  Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& latent_cache) const;
+
+ private:
+  std::optional<Linear> q_proj_;    // no q LoRA
+  std::optional<Linear> q_a_proj_;  // q LoRA down
+  Tensor q_a_norm_;
+  std::optional<Linear> q_b_proj_;  // q LoRA up
+  Linear kv_a_proj_;                // hidden -> rank + rope
+  Tensor kv_a_norm_;
+  std::vector<Tensor> w_uk_t_;  // per head [rank, nope]: q_lat = q_nope · W_UK (linear form)
+  std::vector<Tensor> w_uv_;    // per head [v, rank]
+  Linear o_proj_;
+  int64_t heads_ = 0, nope_ = 0, rope_ = 0, v_dim_ = 0, rank_ = 0;
+  float eps_ = 1e-6f;
+  float scale_ = 1.0f;
+};
+
+}  // namespace kite

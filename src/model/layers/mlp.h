@@ -1,0 +1,22 @@
+// Gated MLP: down(silu(gate(x)) * up(x)), with gate and up stacked into one weight so a single
+// GEMM computes both. Used for dense layers, DeepSeek's shared experts and each routed expert.
+#pragma once
+
+#include "model/config.h"
+#include "model/layers/linear.h"
+
+namespace kite {
+
+class GatedMlp {
+ public:
+  // Loads `<prefix>gate_proj`, `<prefix>up_proj` [inter, hidden] and `<prefix>down_proj`.
+  static Result<GatedMlp> load(const WeightStore& weights, const std::string& prefix,
+                               int64_t hidden, int64_t intermediate);
+  Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+
+ private:
+  Linear gate_up_;  // [2 * inter, hidden]: gate rows then up rows
+  Linear down_;     // [hidden, inter]
+};
+
+}  // namespace kite

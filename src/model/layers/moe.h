@@ -1,0 +1,30 @@
+// Mixture of experts (DeepSeek-V2/V3): a router picks top_k routed experts per token
+// (softmax or sigmoid scoring; greedy, group-limited or noaux_tc selection; see ops::moe_route),
+// each expert is a GatedMlp applied to the tokens routed to it, outputs are combined with the
+// routing weights, and the shared experts (one GatedMlp of n_shared × moe_intermediate) are
+// added for every token.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "model/config.h"
+#include "model/layers/mlp.h"
+
+namespace kite {
+
+class Moe {
+ public:
+  static Result<Moe> load(const WeightStore& weights, const std::string& prefix,
+                          const ModelConfig& config);
+  Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+
+ private:
+  Linear gate_;            // router [n_experts, hidden]
+  Tensor correction_bias_;  // [n_experts] (noaux_tc) or undefined
+  ops::MoeRoutingParams routing_;
+  std::vector<GatedMlp> experts_;
+  std::optional<GatedMlp> shared_;
+};
+
+}  // namespace kite
