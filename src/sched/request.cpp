@@ -19,13 +19,20 @@ bool is_finished(RequestStatus status) {
 
 std::string_view to_string(RequestStatus status) {
   switch (status) {
-    case RequestStatus::kWaiting: return "waiting";
-    case RequestStatus::kRunning: return "running";
-    case RequestStatus::kPreempted: return "preempted";
-    case RequestStatus::kFinishedStopped: return "finished_stopped";
-    case RequestStatus::kFinishedLength: return "finished_length";
-    case RequestStatus::kFinishedAborted: return "finished_aborted";
-    case RequestStatus::kFinishedError: return "finished_error";
+    case RequestStatus::kWaiting:
+      return "waiting";
+    case RequestStatus::kRunning:
+      return "running";
+    case RequestStatus::kPreempted:
+      return "preempted";
+    case RequestStatus::kFinishedStopped:
+      return "finished_stopped";
+    case RequestStatus::kFinishedLength:
+      return "finished_length";
+    case RequestStatus::kFinishedAborted:
+      return "finished_aborted";
+    case RequestStatus::kFinishedError:
+      return "finished_error";
   }
   return "unknown";
 }

@@ -22,13 +22,13 @@
 namespace kite::sched {
 
 enum class RequestStatus : uint8_t {
-  kWaiting,           // queued, never admitted
-  kRunning,           // holds KV blocks, scheduled every step it fits the token budget
-  kPreempted,         // lost its blocks to memory pressure; queued to recompute prompt+output
-  kFinishedStopped,   // sampled EOS or one of its stop tokens
-  kFinishedLength,    // reached max_tokens
-  kFinishedAborted,   // cancelled (client gone, stop string matched by the engine, ...)
-  kFinishedError,     // cannot be served (see Request::error_message), e.g. does not fit the KV cache
+  kWaiting,          // queued, never admitted
+  kRunning,          // holds KV blocks, scheduled every step it fits the token budget
+  kPreempted,        // lost its blocks to memory pressure; queued to recompute prompt+output
+  kFinishedStopped,  // sampled EOS or one of its stop tokens
+  kFinishedLength,   // reached max_tokens
+  kFinishedAborted,  // cancelled (client gone, stop string matched by the engine, ...)
+  kFinishedError,  // cannot be served (see Request::error_message), e.g. does not fit the KV cache
 };
 
 bool is_finished(RequestStatus status);
@@ -36,13 +36,13 @@ std::string_view to_string(RequestStatus status);
 
 // What a caller supplies to Scheduler::add_request.
 struct RequestParams {
-  std::string request_id;                // unique among unfinished requests
+  std::string request_id;                 // unique among unfinished requests
   std::vector<int32_t> prompt_token_ids;  // non-empty
-  int32_t max_tokens = 16;               // output tokens at most (>= 1)
-  int32_t priority = 0;                  // lower is served first; ties by arrival
-  std::vector<int32_t> stop_token_ids;   // finish (stopped) when one is sampled; kept in output
-  std::vector<int32_t> eos_token_ids;    // the model's EOS ids; ignored when ignore_eos
-  bool ignore_eos = false;               // benchmarks: always generate max_tokens
+  int32_t max_tokens = 16;                // output tokens at most (>= 1)
+  int32_t priority = 0;                   // lower is served first; ties by arrival
+  std::vector<int32_t> stop_token_ids;    // finish (stopped) when one is sampled; kept in output
+  std::vector<int32_t> eos_token_ids;     // the model's EOS ids; ignored when ignore_eos
+  bool ignore_eos = false;                // benchmarks: always generate max_tokens
 };
 
 struct Request {
@@ -65,8 +65,8 @@ struct Request {
 
   // Scheduler bookkeeping for prefix caching.
   std::vector<cache::BlockHash> block_hashes;  // hashes of the full blocks of all_token_ids
-  int32_t num_registered_blocks = 0;           // block_table[0, this) have been offered to the cache
-  uint64_t preempted_at_step = 0;              // step of the latest preemption (0: never)
+  int32_t num_registered_blocks = 0;  // block_table[0, this) have been offered to the cache
+  uint64_t preempted_at_step = 0;     // step of the latest preemption (0: never)
 
   int32_t num_tokens() const { return static_cast<int32_t>(all_token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -22,7 +22,8 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
   KITE_RETURN_IF_ERROR(require_positive("max_model_len", config.max_model_len));
   KITE_RETURN_IF_ERROR(require_positive("max_waiting", config.max_waiting));
   if (config.long_prefill_token_threshold < 0) {
-    return invalid_argument("scheduler config: long_prefill_token_threshold must be >= 0 (0 = off)");
+    return invalid_argument(
+        "scheduler config: long_prefill_token_threshold must be >= 0 (0 = off)");
   }
   KITE_ASSIGN_OR_RETURN(
       cache::BlockPool pool,
@@ -131,7 +132,8 @@ void Scheduler::schedule_waiting(int32_t& budget) {
     if (num_running() >= config_.max_num_seqs && !preempt_lower_priority_than(r, budget)) return;
 
     const std::vector<int32_t> cached_blocks = match_prefix(r);
-    const int32_t num_cached_tokens = static_cast<int32_t>(cached_blocks.size()) * config_.block_size;
+    const int32_t num_cached_tokens =
+        static_cast<int32_t>(cached_blocks.size()) * config_.block_size;
     const int32_t num_uncomputed = r.num_tokens() - num_cached_tokens;
     while (!fits(cached_blocks, chunk_size(num_uncomputed, budget))) {
       if (!preempt_lower_priority_than(r, budget)) break;
@@ -165,15 +167,16 @@ std::vector<int32_t> Scheduler::match_prefix(Request& r) {
 
 bool Scheduler::fits(const std::vector<int32_t>& cached_blocks, int32_t num_new_tokens) const {
   const int32_t num_cached = static_cast<int32_t>(cached_blocks.size());
-  const int32_t new_blocks = blocks_for(num_cached * config_.block_size + num_new_tokens) - num_cached;
+  const int32_t new_blocks =
+      blocks_for(num_cached * config_.block_size + num_new_tokens) - num_cached;
   // Reviving an unreferenced cached block takes it out of the allocatable pool too.
   int32_t revived = 0;
   for (int32_t id : cached_blocks) revived += pool_.ref_count(id) == 0 ? 1 : 0;
   return new_blocks + revived <= pool_.num_allocatable_blocks();
 }
 
-bool Scheduler::admit(Request& r, const std::vector<int32_t>& cached_blocks,
-                      int32_t num_new_tokens, int32_t& budget) {
+bool Scheduler::admit(Request& r, const std::vector<int32_t>& cached_blocks, int32_t num_new_tokens,
+                      int32_t& budget) {
   // Share the cached prefix before allocating, so allocation cannot evict it.
   for (int32_t id : cached_blocks) pool_.incref(id);
   r.block_table = cached_blocks;

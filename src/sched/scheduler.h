@@ -136,10 +136,10 @@ class Scheduler {
   int32_t num_preempted_waiting_ = 0;
 
   std::vector<PlannedRun> plan_;  // the in-flight step, parallel to SchedulerOutput::scheduled
-  std::vector<std::string> step_preempted_;                // ids preempted by this schedule()
-  std::vector<std::string> finished_since_schedule_;       // for the next SchedulerOutput
-  std::vector<RequestStepOutput> pending_events_;          // failures, reported by update()
-  std::vector<std::string> pending_aborts_;                // abort() while in flight
+  std::vector<std::string> step_preempted_;           // ids preempted by this schedule()
+  std::vector<std::string> finished_since_schedule_;  // for the next SchedulerOutput
+  std::vector<RequestStepOutput> pending_events_;     // failures, reported by update()
+  std::vector<std::string> pending_aborts_;           // abort() while in flight
 
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;

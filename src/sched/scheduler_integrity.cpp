@@ -20,14 +20,16 @@ Status Scheduler::check_integrity() const {
                      std::to_string(waiting_.size()) + " waiting + " +
                      std::to_string(running_.size()) + " running");
   }
-  if (num_running() > config_.max_num_seqs) return violation("more running requests than max_num_seqs");
+  if (num_running() > config_.max_num_seqs)
+    return violation("more running requests than max_num_seqs");
   int32_t num_preempted = 0;
   for (const auto& [key, r] : waiting_) {
     if (r->status != RequestStatus::kWaiting && r->status != RequestStatus::kPreempted) {
       return violation("request '" + r->id + "' is queued with status " +
                        std::string(to_string(r->status)));
     }
-    if (!(waiting_key(*r) == key)) return violation("request '" + r->id + "' is queued out of order");
+    if (!(waiting_key(*r) == key))
+      return violation("request '" + r->id + "' is queued out of order");
     if (!r->block_table.empty() || r->num_computed_tokens != 0) {
       return violation("queued request '" + r->id + "' holds KV blocks or computed tokens");
     }

@@ -29,25 +29,24 @@ Status Scheduler::validate(const RequestParams& p) const {
   }
   const int64_t num_prompt = static_cast<int64_t>(p.prompt_token_ids.size());
   if (num_prompt + p.max_tokens > config_.max_model_len) {
-    return invalid_argument("request '" + p.request_id + "': prompt (" +
-                            std::to_string(num_prompt) + " tokens) + max_tokens (" +
-                            std::to_string(p.max_tokens) + ") = " +
-                            std::to_string(num_prompt + p.max_tokens) +
-                            " exceeds the model's context length max_model_len=" +
-                            std::to_string(config_.max_model_len) +
-                            "; shorten the prompt or lower max_tokens");
+    return invalid_argument(
+        "request '" + p.request_id + "': prompt (" + std::to_string(num_prompt) +
+        " tokens) + max_tokens (" + std::to_string(p.max_tokens) +
+        ") = " + std::to_string(num_prompt + p.max_tokens) +
+        " exceeds the model's context length max_model_len=" +
+        std::to_string(config_.max_model_len) + "; shorten the prompt or lower max_tokens");
   }
   // The prompt's KV alone must fit the cache, or the request could never run.
   if (num_prompt > static_cast<int64_t>(pool_.num_blocks()) * config_.block_size) {
-    return invalid_argument("request '" + p.request_id + "': the prompt (" +
-                            std::to_string(num_prompt) + " tokens) is larger than the whole KV cache (" +
-                            std::to_string(pool_.num_blocks()) + " blocks of " +
-                            std::to_string(config_.block_size) + " tokens)");
+    return invalid_argument(
+        "request '" + p.request_id + "': the prompt (" + std::to_string(num_prompt) +
+        " tokens) is larger than the whole KV cache (" + std::to_string(pool_.num_blocks()) +
+        " blocks of " + std::to_string(config_.block_size) + " tokens)");
   }
   if (num_waiting() >= config_.max_waiting) {
-    return Status(ErrorCode::kResourceExhausted,
-                  "the waiting queue is full (" + std::to_string(config_.max_waiting) +
-                      " requests); retry later");
+    return Status(ErrorCode::kResourceExhausted, "the waiting queue is full (" +
+                                                     std::to_string(config_.max_waiting) +
+                                                     " requests); retry later");
   }
   return ok_status();
 }
@@ -97,7 +96,8 @@ Result<std::vector<RequestStepOutput>> Scheduler::update(
     if (r.num_computed_tokens < r.num_tokens()) continue;  // partial prefill: no token
     r.all_token_ids.push_back(sampled_token_ids[i]);
     const RequestStatus status = stop_status(r);
-    events.push_back(RequestStepOutput{r.id, sampled_token_ids[i], status, r.num_cached_tokens, {}});
+    events.push_back(
+        RequestStepOutput{r.id, sampled_token_ids[i], status, r.num_cached_tokens, {}});
     if (is_finished(status)) {
       release(r, status);
       any_finished = true;
