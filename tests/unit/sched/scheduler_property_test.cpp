@@ -61,7 +61,8 @@ std::vector<RequestParams> make_requests(const Workload& w, std::mt19937& rng) {
   // A few shared "system prompts" so the prefix cache sees real sharing.
   std::vector<std::vector<int32_t>> systems;
   for (int i = 0; i < 3; ++i) {
-    systems.push_back(random_prompt(rng, std::uniform_int_distribution<int32_t>(1, max_len / 2)(rng)));
+    systems.push_back(
+        random_prompt(rng, std::uniform_int_distribution<int32_t>(1, max_len / 2)(rng)));
   }
   std::vector<RequestParams> out;
   for (int i = 0; i < w.num_requests; ++i) {
@@ -226,9 +227,10 @@ void run_workload(const Workload& w, uint32_t seed) {
   if (w.config.enable_prefix_caching) {
     EXPECT_GT(stats.prefix_cache_hits, 0);
   }
-  std::printf("%s seed %u: %d steps, %lld preemptions, prefix hits %lld/%lld tokens, %zu aborted\n", w.name, seed, steps,
-              (long long)stats.num_preemptions_total, (long long)stats.prefix_cache_hits,
-              (long long)stats.prefix_cache_queries, aborted.size());
+  std::printf("%s seed %u: %d steps, %lld preemptions, prefix hits %lld/%lld tokens, %zu aborted\n",
+              w.name, seed, steps, (long long)stats.num_preemptions_total,
+              (long long)stats.prefix_cache_hits, (long long)stats.prefix_cache_queries,
+              aborted.size());
   EXPECT_EQ(s.block_pool().num_in_use_blocks(), 0);
   EXPECT_EQ(stats.kv_cache_usage, 0.0);
   EXPECT_TRUE(s.check_integrity().ok());
