@@ -44,8 +44,9 @@ struct ScheduledRequest {
 struct SchedulerOutput {
   // Increases by one per schedule(); update() checks it to catch a stale output.
   uint64_t step_id = 0;
-  // Requests computed this step, highest priority first. update() expects the sampled tokens
-  // in this order.
+  // Requests computed this step: running ones in (priority, arrival) order, then the ones
+  // admitted this step in queue order. update() expects the sampled tokens in this order. A
+  // request never appears here and in preempted_request_ids in the same step.
   std::vector<ScheduledRequest> scheduled;
   // Sum of num_scheduled_tokens; <= max_num_batched_tokens.
   int32_t total_num_scheduled_tokens = 0;
@@ -74,15 +75,21 @@ struct RequestStepOutput {
   std::string error_message;
 };
 
-// Point-in-time numbers for /metrics.
+// Numbers for /metrics: gauges are point-in-time, counters cumulative since creation.
 struct SchedulerStats {
+  // Requests holding KV blocks (gauge).
   int32_t num_running = 0;
-  int32_t num_waiting = 0;    // includes preempted requests waiting to resume
-  int32_t num_preempted = 0;  // of num_waiting, those that were preempted
-  double kv_cache_usage = 0;  // referenced blocks / all blocks, in [0, 1]
-  // Cumulative, in tokens: looked up at each admission, and found in the prefix cache.
+  // Requests queued, including preempted ones waiting to resume (gauge).
+  int32_t num_waiting = 0;
+  // Of num_waiting, those that were preempted (gauge).
+  int32_t num_preempted = 0;
+  // Referenced blocks / all blocks, in [0, 1]; cached-but-unreferenced blocks count as free.
+  double kv_cache_usage = 0;
+  // Tokens looked up in the prefix cache, one query per admission (counter).
   int64_t prefix_cache_queries = 0;
+  // Of those, tokens served from the cache (counter). hits / queries is the hit rate.
   int64_t prefix_cache_hits = 0;
+  // Preemptions by recompute (counter).
   int64_t num_preemptions_total = 0;
 };
 

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <set>
 #include <tuple>
@@ -219,7 +220,7 @@ void run_workload(const Workload& w, uint32_t seed) {
         << p.request_id << " ended " << to_string(st);
     ASSERT_EQ(d.outputs.at(p.request_id), reference_generate(p, kVocab)) << p.request_id;
   }
-  EXPECT_GT(finished, w.num_requests / 2);
+  EXPECT_GE(finished, 10);  // enough survive the aborts for the comparison to mean something
   const SchedulerStats stats = s.stats();
   if (w.expect_preemption) {
     EXPECT_GT(stats.num_preemptions_total, 0);
@@ -227,10 +228,11 @@ void run_workload(const Workload& w, uint32_t seed) {
   if (w.config.enable_prefix_caching) {
     EXPECT_GT(stats.prefix_cache_hits, 0);
   }
-  std::printf("%s seed %u: %d steps, %lld preemptions, prefix hits %lld/%lld tokens, %zu aborted\n",
-              w.name, seed, steps, (long long)stats.num_preemptions_total,
-              (long long)stats.prefix_cache_hits, (long long)stats.prefix_cache_queries,
-              aborted.size());
+  if (seed == 1)
+    std::printf(
+        "%s seed %u: %d steps, %lld preemptions, prefix hits %lld/%lld tokens, %zu aborted\n",
+        w.name, seed, steps, (long long)stats.num_preemptions_total,
+        (long long)stats.prefix_cache_hits, (long long)stats.prefix_cache_queries, aborted.size());
   EXPECT_EQ(s.block_pool().num_in_use_blocks(), 0);
   EXPECT_EQ(stats.kv_cache_usage, 0.0);
   EXPECT_TRUE(s.check_integrity().ok());
@@ -249,11 +251,29 @@ const Workload kWorkloads[] = {
 };
 
 TEST(SchedulerProperty, RandomWorkloadsKeepInvariantsAndMatchSoloOutputs) {
+  // KITE_SCHED_SOAK_SEEDS=N runs N seeds per workload (a soak); the default keeps CI fast.
+  const char* soak = std::getenv("KITE_SCHED_SOAK_SEEDS");
+  const uint32_t num_seeds = soak ? static_cast<uint32_t>(std::max(1, std::atoi(soak))) : 4u;
   for (const Workload& w : kWorkloads) {
-    for (uint32_t seed : {1u, 2u, 3u}) {
+    for (uint32_t seed = 1; seed <= num_seeds; ++seed) {
       run_workload(w, seed);
       if (::testing::Test::HasFatalFailure()) return;
     }
+  }
+}
+
+// The reference the property test compares against is the request run alone: check that
+// literally, one request per fresh scheduler.
+TEST(SchedulerProperty, ReferenceEqualsRunningEachRequestAlone) {
+  const Workload& w = kWorkloads[3];
+  std::mt19937 rng(99);
+  for (const RequestParams& p : make_requests(w, rng)) {
+    Scheduler s = make(w.config);
+    SimDriver d(s, kVocab);
+    ASSERT_TRUE(d.add(p).ok());
+    for (int i = 0; i < 1000 && s.has_unfinished_requests(); ++i) d.step();
+    ASSERT_FALSE(s.has_unfinished_requests());
+    EXPECT_EQ(d.outputs.at(p.request_id), reference_generate(p, kVocab)) << p.request_id;
   }
 }
 
