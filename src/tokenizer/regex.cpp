@@ -105,9 +105,11 @@ Result<Regex> Regex::literal(std::string_view text) {
 Result<Regex> Regex::compile_pcre2(std::string pattern, uint32_t extra_options) {
   int error = 0;
   PCRE2_SIZE error_offset = 0;
+  // PCRE2_LITERAL refuses PCRE2_UCP (which only affects classes, absent from a literal).
+  uint32_t options = PCRE2_UTF | extra_options;
+  if (!(extra_options & PCRE2_LITERAL)) options |= PCRE2_UCP;
   pcre2_code* raw = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                  PCRE2_UTF | PCRE2_UCP | extra_options, &error, &error_offset,
-                                  nullptr);
+                                  options, &error, &error_offset, nullptr);
   if (raw == nullptr) {
     return invalid_argument("cannot compile tokenizer regex '" + pattern + "' at offset " +
                             std::to_string(error_offset) + ": " + pcre2_error_text(error));
