@@ -58,55 +58,53 @@ Result<BpeModel> BpeModel::from_json(const json& model) {
   }
   BpeModel bpe;
   bpe.ignore_merges_ = model.value("ignore_merges", false);
-  bpe.token_to_id_.reserve(vocab.size());
-  bpe.bytes_to_id_.reserve(vocab.size());
+  bpe.token_to_id_ = FlatStringMap<int32_t>(vocab.size());
+  bpe.bytes_to_id_ = FlatStringMap<int32_t>(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
       return corrupt("tokenizer.json vocab entry '" + it.key() + "' has no valid id");
     }
     auto id = it.value().get<int32_t>();
-    bpe.token_to_id_.emplace(it.key(), id);
+    bpe.token_to_id_.insert(it.key(), id);
     if (static_cast<size_t>(id) >= bpe.id_to_token_.size()) bpe.id_to_token_.resize(id + 1);
     bpe.id_to_token_[id] = it.key();
     // Tokens outside the byte alphabet cannot come out of byte-level BPE; they stay decodable.
     if (std::optional<std::string> bytes = byte_level::decode(it.key())) {
-      bpe.bytes_to_id_.emplace(std::move(*bytes), id);
+      bpe.bytes_to_id_.insert(*bytes, id);
     }
   }
   for (int b = 0; b < 256; ++b) {
-    auto it = bpe.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
-    if (it == bpe.bytes_to_id_.end()) {
+    const int32_t* id = bpe.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
+    if (id == nullptr) {
       return unsupported("BPE vocabulary has no token for byte " + std::to_string(b) +
                          " (not a byte-level BPE)");
     }
-    bpe.byte_ids_[b] = it->second;
+    bpe.byte_ids_[b] = *id;
   }
-  bpe.merges_.reserve(merges.size());
+  bpe.merges_ = FlatU64Map<MergeTarget>(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     KITE_ASSIGN_OR_RETURN(auto pair, parse_merge(merges[i], i));
-    auto a = bpe.token_to_id_.find(pair.first);
-    auto b = bpe.token_to_id_.find(pair.second);
-    auto merged = bpe.token_to_id_.find(pair.first + pair.second);
-    if (a == bpe.token_to_id_.end() || b == bpe.token_to_id_.end() ||
-        merged == bpe.token_to_id_.end()) {
+    const int32_t* a = bpe.token_to_id_.find(pair.first);
+    const int32_t* b = bpe.token_to_id_.find(pair.second);
+    const int32_t* merged = bpe.token_to_id_.find(pair.first + pair.second);
+    if (a == nullptr || b == nullptr || merged == nullptr) {
       return corrupt("tokenizer.json merges[" + std::to_string(i) + "] '" + pair.first + " " +
                      pair.second + "' uses a token missing from the vocab");
     }
     // As in HF, a repeated pair keeps its last rank.
-    bpe.merges_[pair_key(a->second, b->second)] = {static_cast<int32_t>(i), merged->second};
+    bpe.merges_.insert(pair_key(*a, *b), {static_cast<int32_t>(i), *merged});
   }
   return bpe;
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = token_to_id_.find(token);
-  if (it == token_to_id_.end()) return std::nullopt;
-  return it->second;
+  const int32_t* id = token_to_id_.find(token);
+  if (id == nullptr) return std::nullopt;
+  return *id;
 }
 
 const BpeModel::MergeTarget* BpeModel::find_merge(int32_t left, int32_t right) const {
-  auto it = merges_.find(pair_key(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
+  return merges_.find(pair_key(left, right));
 }
 
 void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* ids) const {
@@ -115,10 +113,10 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* ids) c
     ids->push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
     return;
   }
+  uint64_t hash = hash_bytes(piece);
   if (ignore_merges_) {
-    auto it = bytes_to_id_.find(piece);
-    if (it != bytes_to_id_.end()) {
-      ids->push_back(it->second);
+    if (const int32_t* id = bytes_to_id_.find(piece, hash)) {
+      ids->push_back(*id);
       return;
     }
   }
@@ -126,12 +124,12 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* ids) c
     merge(piece, ids);
     return;
   }
-  Cache::Shard& shard = cache_->shards[StringHash{}(piece) % Cache::kShards];
+  Cache::Shard& shard = cache_->shards[hash >> 60];  // top bits: the map's probe uses the low ones
   {
     std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.map.find(piece);
-    if (it != shard.map.end()) {
-      ids->insert(ids->end(), it->second.begin(), it->second.end());
+    if (const Cache::IdSpan* span = shard.map.find(piece, hash)) {
+      const int32_t* first = shard.ids.data() + span->offset;
+      ids->insert(ids->end(), first, first + span->size);
       return;
     }
   }
@@ -139,7 +137,10 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* ids) c
   merge(piece, ids);
   std::lock_guard<std::mutex> lock(shard.mu);
   if (shard.map.size() < Cache::kMaxEntriesPerShard) {
-    shard.map.emplace(std::string(piece), std::vector<int32_t>(ids->begin() + first, ids->end()));
+    Cache::IdSpan span{static_cast<uint32_t>(shard.ids.size()),
+                       static_cast<uint32_t>(ids->size() - first)};
+    shard.ids.insert(shard.ids.end(), ids->begin() + first, ids->end());
+    shard.map.insert(piece, hash, span);
   }
 }
 

@@ -11,12 +11,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
+#include "tokenizer/flat_hash.h"
 
 namespace kite {
 
@@ -39,20 +39,19 @@ class BpeModel {
     int32_t rank;
     int32_t new_id;
   };
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
-
   // A bounded, sharded memo of piece -> ids; like HF's, it stops growing once full.
   struct Cache {
     static constexpr size_t kShards = 16;
-    static constexpr size_t kMaxEntriesPerShard = 4096;
+    static constexpr size_t kMaxEntriesPerShard = 8192;
     static constexpr size_t kMaxPieceBytes = 256;
+    struct IdSpan {
+      uint32_t offset = 0;  // into Shard::ids
+      uint32_t size = 0;
+    };
     struct Shard {
       std::mutex mu;
-      std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+      FlatStringMap<IdSpan> map{1024};
+      std::vector<int32_t> ids;
     };
     std::array<Shard, kShards> shards;
   };
@@ -60,11 +59,11 @@ class BpeModel {
   void merge(std::string_view piece, std::vector<int32_t>* ids) const;
   const MergeTarget* find_merge(int32_t left, int32_t right) const;
 
-  StringMap bytes_to_id_;  // raw bytes -> id
-  StringMap token_to_id_;  // tokenizer.json spelling -> id
+  FlatStringMap<int32_t> bytes_to_id_;  // raw bytes -> id
+  FlatStringMap<int32_t> token_to_id_;  // tokenizer.json spelling -> id
   std::vector<std::string> id_to_token_;
   std::array<int32_t, 256> byte_ids_{};
-  std::unordered_map<uint64_t, MergeTarget> merges_;  // (left id << 32 | right id) -> merge
+  FlatU64Map<MergeTarget> merges_;  // (left id << 32 | right id) -> merge
   bool ignore_merges_ = false;
   std::unique_ptr<Cache> cache_ = std::make_unique<Cache>();
 };

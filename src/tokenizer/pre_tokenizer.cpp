@@ -28,22 +28,6 @@ struct Segment {
   bool is_match;
 };
 
-// The segments covering `text`: gaps between matches and the matches (HF's find_matches).
-std::vector<Segment> find_segments(const Regex& regex, std::string_view text, bool invert) {
-  std::vector<std::pair<size_t, size_t>> matches;
-  regex.find_all(text, &matches);
-  std::vector<Segment> segs;
-  segs.reserve(matches.size() * 2 + 1);
-  size_t prev = 0;
-  for (auto [s, e] : matches) {
-    if (s != prev) segs.push_back({prev, s, invert});
-    segs.push_back({s, e, !invert});
-    prev = e;
-  }
-  if (prev != text.size() || text.empty()) segs.push_back({prev, text.size(), invert});
-  return segs;
-}
-
 // Applies an HF SplitDelimiterBehavior to the segments (ported from tokenizers'
 // NormalizedString::split); returns the [start, end) pieces to keep.
 std::vector<std::pair<size_t, size_t>> apply_behavior(const std::vector<Segment>& segs,
@@ -159,35 +143,75 @@ Result<PreTokenizer> PreTokenizer::from_json(const json& config) {
   return pt;
 }
 
-void PreTokenizer::apply_step(const Step& step, const std::vector<std::string_view>& in,
-                              std::vector<std::string_view>* out) {
-  for (std::string_view piece : in) {
-    std::vector<Segment> segs = find_segments(step.regex, piece, step.invert);
-    for (auto [s, e] : apply_behavior(segs, step.behavior)) {
-      if (e > s) out->push_back(piece.substr(s, e - s));
+namespace {
+
+// Splits `piece` by one step, calling emit(sub_piece) for each non-empty result. `matches` is
+// scratch space reused across calls.
+template <typename Emit>
+void split_piece(const Regex& regex, SplitBehavior behavior, bool invert, std::string_view piece,
+                 std::vector<std::pair<size_t, size_t>>* matches, Emit&& emit) {
+  matches->clear();
+  regex.find_all(piece, matches);
+  if (behavior == SplitBehavior::kIsolated) {  // the common case: every segment is a piece
+    size_t prev = 0;
+    for (auto [s, e] : *matches) {
+      if (s > prev) emit(piece.substr(prev, s - prev));
+      emit(piece.substr(s, e - s));
+      prev = e;
     }
+    if (prev < piece.size()) emit(piece.substr(prev));
+    return;
+  }
+  std::vector<Segment> segs;
+  segs.reserve(matches->size() * 2 + 1);
+  size_t prev = 0;
+  for (auto [s, e] : *matches) {
+    if (s != prev) segs.push_back({prev, s, invert});
+    segs.push_back({s, e, !invert});
+    prev = e;
+  }
+  if (prev != piece.size() || piece.empty()) segs.push_back({prev, piece.size(), invert});
+  for (auto [s, e] : apply_behavior(segs, behavior)) {
+    if (e > s) emit(piece.substr(s, e - s));
   }
 }
 
-void PreTokenizer::split(std::string_view text, std::string* scratch,
-                         std::vector<std::string_view>* pieces) const {
+}  // namespace
+
+void PreTokenizer::for_each_piece_impl(std::string_view text, PieceFn fn, void* ctx) const {
+  std::string prefixed;
   if (add_prefix_space_ && !text.empty() && text[0] != ' ') {
-    scratch->assign(" ");
-    scratch->append(text);
-    text = *scratch;
+    prefixed = " " + std::string(text);
+    text = prefixed;
   }
+  if (text.empty()) return;
   if (steps_.empty()) {
-    if (!text.empty()) pieces->push_back(text);
+    fn(ctx, text);
     return;
   }
-  std::vector<std::string_view> current{text};
-  std::vector<std::string_view> next;
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    std::vector<std::string_view>* dst = (i + 1 == steps_.size()) ? pieces : &next;
-    if (dst == &next) next.clear();
-    apply_step(steps_[i], current, dst);
-    if (dst == &next) current.swap(next);
+  std::vector<std::pair<size_t, size_t>> matches;
+  // Every step but the last materializes its pieces; the last streams them to `fn`.
+  std::vector<std::string_view> current{text}, next;
+  for (size_t i = 0; i + 1 < steps_.size(); ++i) {
+    const Step& step = steps_[i];
+    next.clear();
+    for (std::string_view piece : current) {
+      split_piece(step.regex, step.behavior, step.invert, piece, &matches,
+                  [&next](std::string_view p) { next.push_back(p); });
+    }
+    current.swap(next);
   }
+  const Step& last = steps_.back();
+  for (std::string_view piece : current) {
+    split_piece(last.regex, last.behavior, last.invert, piece, &matches,
+                [fn, ctx](std::string_view p) { fn(ctx, p); });
+  }
+}
+
+std::vector<std::string> PreTokenizer::split(std::string_view text) const {
+  std::vector<std::string> pieces;
+  for_each_piece(text, [&pieces](std::string_view p) { pieces.emplace_back(p); });
+  return pieces;
 }
 
 }  // namespace kite

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -24,11 +25,17 @@ class PreTokenizer {
   // only runs byte-level BPE); anything else is kUnsupported, naming the step.
   static Result<PreTokenizer> from_json(const nlohmann::json& config);
 
-  // Splits `text` (valid UTF-8) into non-empty pieces, appended to `pieces`. A piece views
-  // either `text` or `*scratch` (used when ByteLevel's add_prefix_space prepends a space);
-  // `scratch` must outlive the pieces.
-  void split(std::string_view text, std::string* scratch,
-             std::vector<std::string_view>* pieces) const;
+  // Calls fn(piece) for each non-empty piece of `text` (valid UTF-8), in order. A piece views
+  // `text` or an internal buffer (ByteLevel's add_prefix_space) that lives until the call ends.
+  template <typename F>
+  void for_each_piece(std::string_view text, F&& fn) const {
+    using Fn = std::remove_reference_t<F>;
+    for_each_piece_impl(
+        text, [](void* ctx, std::string_view piece) { (*static_cast<Fn*>(ctx))(piece); }, &fn);
+  }
+
+  // The pieces of `text` as strings (for tests and tools; encode uses for_each_piece).
+  std::vector<std::string> split(std::string_view text) const;
 
  private:
   struct Step {
@@ -36,10 +43,9 @@ class PreTokenizer {
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;
   };
+  using PieceFn = void (*)(void* ctx, std::string_view piece);
 
-  // Splits each of `in` by `step` into `out`.
-  static void apply_step(const Step& step, const std::vector<std::string_view>& in,
-                         std::vector<std::string_view>* out);
+  void for_each_piece_impl(std::string_view text, PieceFn fn, void* ctx) const;
 
   std::vector<Step> steps_;
   bool add_prefix_space_ = false;

@@ -7,10 +7,9 @@
 namespace kite {
 
 void Tokenizer::Impl::encode_pre_tokens(std::string_view text, std::vector<int32_t>* ids) const {
-  std::string scratch;
-  std::vector<std::string_view> pieces;
-  pre_tokenizer.split(text, &scratch, &pieces);
-  for (std::string_view piece : pieces) bpe.encode_piece(piece, ids);
+  pre_tokenizer.for_each_piece(text, [this, ids](std::string_view piece) {
+    bpe.encode_piece(piece, ids);
+  });
 }
 
 void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>* ids) const {

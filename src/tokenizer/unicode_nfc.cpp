@@ -123,8 +123,13 @@ bool is_nfc_quick(std::string_view text) {
   uint8_t last_ccc = 0;
   size_t i = 0;
   while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      i += utf8::ascii_run(text, i);
+      last_ccc = 0;
+      continue;
+    }
     if (static_cast<unsigned char>(text[i]) < 0xCC) {  // below U+0300: always NFC, class 0
-      i += static_cast<unsigned char>(text[i]) < 0x80 ? 1 : 2;
+      i += 2;
       last_ccc = 0;
       continue;
     }

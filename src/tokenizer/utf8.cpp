@@ -61,7 +61,7 @@ bool is_valid(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
+      i += ascii_run(s, i);
       continue;
     }
     size_t n = valid_sequence_length(s, i);
@@ -76,7 +76,7 @@ void append_lossy(std::string_view s, std::string* out) {
   size_t run_start = 0;  // start of the pending run of valid bytes
   while (i < s.size()) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
+      i += ascii_run(s, i);
       continue;
     }
     size_t n = valid_sequence_length(s, i);

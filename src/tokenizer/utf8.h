@@ -54,4 +54,18 @@ inline char32_t decode_valid(std::string_view s, size_t* i) {
 
 void append_codepoint(char32_t cp, std::string* out);
 
+// Length of the all-ASCII prefix of s[i..] (checked 8 bytes at a time): the common case that
+// the validity and normalization scans skip quickly.
+inline size_t ascii_run(std::string_view s, size_t i) {
+  size_t start = i;
+  while (i + 8 <= s.size()) {
+    uint64_t w;
+    __builtin_memcpy(&w, s.data() + i, 8);
+    if (w & 0x8080808080808080ULL) break;
+    i += 8;
+  }
+  while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;
+  return i - start;
+}
+
 }  // namespace kite::utf8
