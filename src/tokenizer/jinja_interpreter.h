@@ -6,6 +6,7 @@
 //  - str.strip/lstrip/rstrip(chars) honour their `chars` argument (the JS library ignores
 //    it and strips all whitespace);
 //  - floats print like Python (`tojson` of 1.0 is "1.0", 1e-7 is "1e-07");
+//  - arrays and objects compare by value with == (the JS library compares references);
 //  - output written by a loop iteration before `{% break %}`/`{% continue %}` is kept, and
 //    a for-else block runs only when the loop had no items;
 //  - where the JS library throws but Python Jinja2 has a meaning (iterating a string,
