@@ -57,7 +57,6 @@ Status Scheduler::add_request(RequestParams params) {
   r->id = std::move(params.request_id);
   r->num_prompt_tokens = static_cast<int32_t>(params.prompt_token_ids.size());
   r->all_token_ids = std::move(params.prompt_token_ids);
-  r->all_token_ids.reserve(static_cast<size_t>(r->num_prompt_tokens + params.max_tokens));
   r->max_tokens = params.max_tokens;
   r->priority = params.priority;
   r->arrival_order = ++next_arrival_order_;
