@@ -69,8 +69,9 @@ TEST(DISABLED_TokenizerBench, EnglishEncodeThroughput) {
     double dec_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
     EXPECT_EQ(out_bytes, text.size());
     double mb = text.size() / 1e6;
-    std::printf("%-12s load %.2f s | encode %.1f MB/s (%.2f bytes/token) | stream decode %.1f MB/s\n",
-                name.c_str(), load_s, mb / enc_s, double(text.size()) / ids.size(), mb / dec_s);
+    std::printf(
+        "%-12s load %.2f s | encode %.1f MB/s (%.2f bytes/token) | stream decode %.1f MB/s\n",
+        name.c_str(), load_s, mb / enc_s, double(text.size()) / ids.size(), mb / dec_s);
   }
 }
 
