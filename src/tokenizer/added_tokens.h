@@ -40,7 +40,7 @@ class AddedTokenMatcher {
  private:
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // sorted by byte
-    int32_t token = -1;                                   // index into tokens_ if one ends here
+    int32_t token = -1;                                 // index into tokens_ if one ends here
   };
   int32_t child(int32_t node, uint8_t byte) const;
 

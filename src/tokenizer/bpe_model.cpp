@@ -1,8 +1,7 @@
 #include "tokenizer/bpe_model.h"
 
-#include <queue>
-
 #include <nlohmann/json.hpp>
+#include <queue>
 
 #include "tokenizer/byte_level.h"
 
@@ -24,8 +23,8 @@ Status check_unsupported_options(const json& model) {
     return model.contains(key) && !model[key].is_null() && model[key] != false &&
            model[key] != "" && model[key] != 0;
   };
-  for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix",
-                          "byte_fallback"}) {
+  for (const char* key :
+       {"dropout", "continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"}) {
     if (is_set(key)) return unsupported(std::string("BPE option '") + key + "' is set");
   }
   return ok_status();
@@ -165,8 +164,8 @@ void BpeModel::merge(std::string_view piece, std::vector<int32_t>* ids) const {
   std::vector<Symbol> symbols(n);
   std::vector<Candidate> storage;
   storage.reserve(n);
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue(
-      std::greater<>(), std::move(storage));
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue(std::greater<>(),
+                                                                               std::move(storage));
   for (int32_t i = 0; i < n; ++i) {
     symbols[i] = {byte_ids_[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1,
                   true};

@@ -4,13 +4,13 @@
 // plus the key bytes. Single-writer: callers synchronize inserts with lookups themselves.
 #pragma once
 
+#include <xxhash.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <xxhash.h>
 
 namespace kite {
 

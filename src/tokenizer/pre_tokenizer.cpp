@@ -1,7 +1,6 @@
 #include "tokenizer/pre_tokenizer.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 namespace kite {
@@ -99,8 +98,9 @@ Result<PreTokenizer> PreTokenizer::from_json(const json& config) {
   std::vector<json> flat;
   if (!config.is_null()) KITE_RETURN_IF_ERROR(add_steps(config, &flat));
   if (flat.empty() || flat.back().value("type", "") != "ByteLevel") {
-    return unsupported("tokenizer.json pre_tokenizer must end with ByteLevel (kite implements "
-                       "byte-level BPE only)");
+    return unsupported(
+        "tokenizer.json pre_tokenizer must end with ByteLevel (kite implements "
+        "byte-level BPE only)");
   }
   PreTokenizer pt;
   for (size_t i = 0; i < flat.size(); ++i) {

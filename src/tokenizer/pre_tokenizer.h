@@ -5,12 +5,11 @@
 // raw bytes, which is equivalent because the mapping is a bijection.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
 #include "tokenizer/regex.h"

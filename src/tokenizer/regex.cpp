@@ -123,8 +123,7 @@ Result<Regex> Regex::compile_pcre2(std::string pattern, uint32_t extra_options) 
   return r;
 }
 
-void Regex::find_all(std::string_view text,
-                     std::vector<std::pair<size_t, size_t>>* matches) const {
+void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>* matches) const {
   ThreadMatchState& state = thread_match_state();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;

@@ -1,9 +1,8 @@
 #include "tokenizer/tokenize_stream.h"
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kite {
 namespace {
@@ -43,8 +42,10 @@ Status run_tokenize_stream(const Tokenizer& tokenizer, std::istream& in, std::os
       out << json(tokenizer.decode(ids, options.skip_special_tokens)).dump() << '\n';
       continue;
     }
-    if (!j.is_string()) return line_error(line_no, "expected a JSON string, got " + std::string(j.type_name()));
-    out << json(tokenizer.encode(j.get_ref<const std::string&>(), options.add_special_tokens)).dump()
+    if (!j.is_string())
+      return line_error(line_no, "expected a JSON string, got " + std::string(j.type_name()));
+    out << json(tokenizer.encode(j.get_ref<const std::string&>(), options.add_special_tokens))
+               .dump()
         << '\n';
   }
   out.flush();

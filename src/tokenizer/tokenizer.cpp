@@ -7,9 +7,8 @@
 namespace kite {
 
 void Tokenizer::Impl::encode_pre_tokens(std::string_view text, std::vector<int32_t>* ids) const {
-  pre_tokenizer.for_each_piece(text, [this, ids](std::string_view piece) {
-    bpe.encode_piece(piece, ids);
-  });
+  pre_tokenizer.for_each_piece(
+      text, [this, ids](std::string_view piece) { bpe.encode_piece(piece, ids); });
 }
 
 void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>* ids) const {
@@ -48,7 +47,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     pos = m.end;
   }
   if (pos < text.size()) im.encode_normalized(text.substr(pos), &ids);
-  if (add_special_tokens) ids.insert(ids.end(), im.template_suffix.begin(), im.template_suffix.end());
+  if (add_special_tokens)
+    ids.insert(ids.end(), im.template_suffix.begin(), im.template_suffix.end());
   return ids;
 }
 
@@ -91,14 +91,12 @@ bool Tokenizer::is_special(int32_t id) const {
   return (impl_->id_flags[id] & Impl::kSpecial) != 0;
 }
 
-bool Tokenizer::clean_up_tokenization_spaces() const {
-  return impl_->clean_up_tokenization_spaces;
-}
+bool Tokenizer::clean_up_tokenization_spaces() const { return impl_->clean_up_tokenization_spaces; }
 
 std::string clean_up_tokenization(std::string text) {
   static const std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."},     {" ?", "?"},     {" !", "!"},     {" ,", ","},     {" ' ", "'"},
-      {" n't", "n't"}, {" 'm", "'m"},   {" 's", "'s"},   {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (auto [from, to] : kRules) {
     std::string out;
     size_t pos = 0;

@@ -3,9 +3,8 @@
 // tokenizer that loads is one kite encodes like HF.
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"

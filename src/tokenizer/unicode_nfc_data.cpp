@@ -4,6 +4,7 @@
 
 namespace kite::unicode {
 
+// clang-format off
 const char* const kNfcUnicodeVersion = "14.0.0";
 
 const CccRange kCccRanges[] = {
@@ -898,4 +899,5 @@ const CodepointRange kNotNfcQuickYes[] = {
 };
 const size_t kNotNfcQuickYesSize = sizeof(kNotNfcQuickYes) / sizeof(kNotNfcQuickYes[0]);
 
+// clang-format on
 }  // namespace kite::unicode

@@ -10,9 +10,7 @@
 namespace kite {
 namespace {
 
-Tokenizer tiny() {
-  return Tokenizer::from_json(testing::tiny_tokenizer_json().dump(), "").value();
-}
+Tokenizer tiny() { return Tokenizer::from_json(testing::tiny_tokenizer_json().dump(), "").value(); }
 
 TEST(IncrementalDetokenizerTest, HoldsBackSplitCharacters) {
   Tokenizer tok = tiny();

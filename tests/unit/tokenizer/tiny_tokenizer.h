@@ -2,9 +2,8 @@
 // id b is byte b (spelled in the GPT-2 byte alphabet), plus a few merges and added tokens.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tokenizer/byte_level.h"
 
@@ -25,9 +24,9 @@ inline nlohmann::json tiny_tokenizer_json() {
   json merges = json::array({"h e", "l l", "he ll", "hell o", json::array({"\xC4\xA0", "w"})});
   auto added = [](int id, const char* content, bool special, bool lstrip, bool rstrip,
                   bool normalized) {
-    return json{{"id", id},         {"content", content}, {"special", special},
-                {"lstrip", lstrip}, {"rstrip", rstrip},   {"normalized", normalized},
-                {"single_word", false}};
+    return json{
+        {"id", id},         {"content", content},       {"special", special},  {"lstrip", lstrip},
+        {"rstrip", rstrip}, {"normalized", normalized}, {"single_word", false}};
   };
   return json{
       {"version", "1.0"},
@@ -39,11 +38,12 @@ inline nlohmann::json tiny_tokenizer_json() {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         json::array({{{"type", "Split"},
-                       {"pattern", {{"Regex", R"( ?\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+)"}}},
-                       {"behavior", "Isolated"},
-                       {"invert", false}},
-                      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+         json::array(
+             {{{"type", "Split"},
+               {"pattern", {{"Regex", R"( ?\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+)"}}},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
         {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},

@@ -9,9 +9,7 @@
 namespace kite {
 namespace {
 
-Tokenizer tiny() {
-  return Tokenizer::from_json(testing::tiny_tokenizer_json().dump(), "").value();
-}
+Tokenizer tiny() { return Tokenizer::from_json(testing::tiny_tokenizer_json().dump(), "").value(); }
 
 TEST(TokenizeStreamTest, EncodesAndDecodesJsonLines) {
   Tokenizer tok = tiny();
@@ -22,7 +20,9 @@ TEST(TokenizeStreamTest, EncodesAndDecodesJsonLines) {
 
   std::istringstream ids_in("[300,259]\n[97,300,195,169]\n");
   std::ostringstream text_out;
-  ASSERT_TRUE(run_tokenize_stream(tok, ids_in, text_out, {.decode = true, .skip_special_tokens = true}).ok());
+  ASSERT_TRUE(
+      run_tokenize_stream(tok, ids_in, text_out, {.decode = true, .skip_special_tokens = true})
+          .ok());
   EXPECT_EQ(text_out.str(), "\"hello\"\n\"a\xC3\xA9\"\n");
 }
 

@@ -41,9 +41,9 @@ TEST_P(TokenizerGoldenTest, EncodeMatchesHuggingFace) {
     std::vector<int32_t> got_special = tok->encode(text, true);
     if (got != want || got_special != want_special) {
       if (++failures <= 10) {
-        ADD_FAILURE() << "text " << json(text).dump() << "\n  want " << ids_str(want)
-                      << "\n  got  " << ids_str(got) << "\n  want (special) "
-                      << ids_str(want_special) << "\n  got  (special) " << ids_str(got_special);
+        ADD_FAILURE() << "text " << json(text).dump() << "\n  want " << ids_str(want) << "\n  got  "
+                      << ids_str(got) << "\n  want (special) " << ids_str(want_special)
+                      << "\n  got  (special) " << ids_str(got_special);
       }
     }
   }
@@ -60,7 +60,8 @@ TEST_P(TokenizerGoldenTest, DecodeMatchesHuggingFace) {
       std::string got = tok->decode(ids, false);
       std::string got_skip = tok->decode(ids, true);
       bool ok = got == row["decoded"] && got_skip == row["decoded_skip"];
-      if (row.contains("decoded_clean")) ok = ok && clean_up_tokenization(got) == row["decoded_clean"];
+      if (row.contains("decoded_clean"))
+        ok = ok && clean_up_tokenization(got) == row["decoded_clean"];
       if (!ok && ++failures <= 10) {
         ADD_FAILURE() << "ids " << ids_str(ids) << "\n  want " << row["decoded"].dump()
                       << "\n  got  " << json(got).dump() << "\n  want (skip) "

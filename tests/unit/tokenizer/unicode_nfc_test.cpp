@@ -8,8 +8,8 @@ namespace kite {
 namespace {
 
 TEST(UnicodeNfcTest, KnownCompositions) {
-  EXPECT_EQ(unicode::to_nfc("e\xCC\x81"), "\xC3\xA9");                    // e + acute -> é
-  EXPECT_EQ(unicode::to_nfc("\xE2\x84\xAB"), "\xC3\x85");                 // Angstrom sign -> Å
+  EXPECT_EQ(unicode::to_nfc("e\xCC\x81"), "\xC3\xA9");     // e + acute -> é
+  EXPECT_EQ(unicode::to_nfc("\xE2\x84\xAB"), "\xC3\x85");  // Angstrom sign -> Å
   EXPECT_EQ(unicode::to_nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"), "\xEA\xB0\x81");  // 각
   // Out-of-order marks are reordered: dot below (220) before acute (230), then composed.
   EXPECT_EQ(unicode::to_nfc("e\xCC\x81\xCC\xA3"), unicode::to_nfc("e\xCC\xA3\xCC\x81"));
@@ -24,8 +24,8 @@ TEST(UnicodeNfcTest, MatchesNodeNormalizeGolden) {
     std::string text = row["text"], want = row["nfc"];
     std::string got = unicode::to_nfc(text);
     if (got != want && ++failures <= 10) {
-      ADD_FAILURE() << "NFC of " << row["text"].dump() << ": want " << row["nfc"].dump()
-                    << " got " << nlohmann::json(got).dump();
+      ADD_FAILURE() << "NFC of " << row["text"].dump() << ": want " << row["nfc"].dump() << " got "
+                    << nlohmann::json(got).dump();
     }
     // The quick check may only say "yes" for text that really is NFC.
     if (unicode::is_nfc_quick(text)) {

@@ -11,11 +11,11 @@ TEST(Utf8Test, LossyReplacesEachMaximalSubpart) {
   // Cases from the Unicode standard's "U+FFFD substitution of maximal subparts" (Table 3-8).
   const std::string r(utf8::kReplacementUtf8);
   EXPECT_EQ(utf8::to_valid_lossy("a\x80z"), "a" + r + "z");
-  EXPECT_EQ(utf8::to_valid_lossy("\xC0\xAF"), r + r);                // overlong lead
-  EXPECT_EQ(utf8::to_valid_lossy("\xE0\x80\x80"), r + r + r);        // overlong 3-byte
-  EXPECT_EQ(utf8::to_valid_lossy("\xED\xA0\x80"), r + r + r);        // surrogate
+  EXPECT_EQ(utf8::to_valid_lossy("\xC0\xAF"), r + r);                  // overlong lead
+  EXPECT_EQ(utf8::to_valid_lossy("\xE0\x80\x80"), r + r + r);          // overlong 3-byte
+  EXPECT_EQ(utf8::to_valid_lossy("\xED\xA0\x80"), r + r + r);          // surrogate
   EXPECT_EQ(utf8::to_valid_lossy("\xF4\x90\x80\x80"), r + r + r + r);  // > U+10FFFF
-  EXPECT_EQ(utf8::to_valid_lossy("\xE4\xB8"), r);                    // truncated: one subpart
+  EXPECT_EQ(utf8::to_valid_lossy("\xE4\xB8"), r);                      // truncated: one subpart
   EXPECT_EQ(utf8::to_valid_lossy("\xF0\x9F\x98x"), r + "x");
   EXPECT_EQ(utf8::to_valid_lossy("\xE4\xB8\xAD\xE6"), "\xE4\xB8\xAD" + r);
   EXPECT_EQ(utf8::to_valid_lossy("\xFF\xFE"), r + r);
