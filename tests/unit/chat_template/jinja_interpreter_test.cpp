@@ -198,6 +198,16 @@ TEST(JinjaLimitTest, HostileTemplatesFailInsteadOfHangingOrCrashing) {
   EXPECT_THAT(err(nested_ifs), HasSubstr("nests deeper"));
   EXPECT_THAT(err("{{ " + std::string(5000, '-') + "1 }}"), HasSubstr("nests deeper"));
   EXPECT_THAT(err("{{ " + std::string(3000, '[') + " }}"), HasSubstr("nests deeper"));
+  // Long left-deep chains build deep trees without parser recursion; they are bounded too.
+  std::string sum = "{{ 0";
+  for (int i = 0; i < 200; ++i) sum += " + 1";
+  EXPECT_EQ(ok(sum + " }}"), "200");
+  std::string long_sum = "{{ 0";
+  for (int i = 0; i < 100000; ++i) long_sum += " ~ x";
+  EXPECT_THAT(err(long_sum + " }}"), HasSubstr("nests deeper"));
+  std::string pipes = "{{ x";
+  for (int i = 0; i < 100000; ++i) pipes += "|trim";
+  EXPECT_THAT(err(pipes + " }}"), HasSubstr("nests deeper"));
   EXPECT_THAT(err("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"),
               HasSubstr("calls nest deeper"));
   jinja::RenderLimits small;
