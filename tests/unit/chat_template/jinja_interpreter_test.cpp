@@ -105,6 +105,12 @@ TEST(JinjaFilterTest, CommonFilters) {
             "\"é\\\"\\n\"|\"\\u00e9\"");
   EXPECT_EQ(ok("{{ 'a b'|replace(' ', '_') }}{{ 3.9|int }}{{ '12'|int + 1 }}{{ -2|abs }}"),
             "a_b3132");
+  // select/reject as Meta's Llama-3.1 template uses them (Python Jinja2 semantics).
+  EXPECT_EQ(
+      ok("{{ ['a', 'code_interpreter', 'b']|reject('equalto', 'code_interpreter')|join(', ') }}"),
+      "a, b");
+  EXPECT_EQ(ok("{{ [0, 1, 2, 3]|select('odd')|list }}{{ [0, '', 'x']|select|list }}"),
+            "[1, 3][\"x\"]");
   EXPECT_THAT(err("{{ 'x'|frobnicate }}"), HasSubstr("unknown filter 'frobnicate'"));
   EXPECT_THAT(err("{{ 5|upper }}"), HasSubstr("filter 'upper' cannot be applied to a int"));
 }
