@@ -218,6 +218,9 @@ Result<Value> indent_filter(const std::string& s, const CallArgs& args) {
 
 Result<Value> sequence_filter(std::string_view name, const Value& v, const CallArgs& args,
                               Env& env) {
+  static const std::set<std::string_view> kStringAsSequence = {"first", "last", "list", "reverse",
+                                                               "join"};
+  if (v.is_string() && !kStringAsSequence.count(name)) return Value();
   // Strings act as sequences of code points here (Python semantics).
   Array chars;
   if (v.is_string()) {
