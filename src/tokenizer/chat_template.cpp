@@ -72,12 +72,14 @@ const std::string& ChatTemplate::source() const { return program_->source; }
 
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context) const {
   if (!context.is_object()) return invalid_argument("chat template context must be a JSON object");
-  return render_value(jinja::from_json(context));
+  KITE_ASSIGN_OR_RETURN(jinja::Value value, jinja::from_json(context));
+  return render_value(value);
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::json& context) const {
   if (!context.is_object()) return invalid_argument("chat template context must be a JSON object");
-  return render_value(jinja::from_json(context));
+  KITE_ASSIGN_OR_RETURN(jinja::Value value, jinja::from_json(context));
+  return render_value(value);
 }
 
 Result<std::string> ChatTemplate::render_value(const jinja::Value& context) const {

@@ -16,7 +16,7 @@ const std::set<std::string_view>& known_filters() {
       "abs",    "bool",       "capitalize", "count",   "default", "dictsort",   "first", "float",
       "indent", "int",        "items",      "join",    "last",    "length",     "list",  "lower",
       "map",    "rejectattr", "replace",    "reverse", "safe",    "selectattr", "sort",  "string",
-      "title",  "tojson",     "trim",       "unique",  "upper"};
+      "title",  "tojson",     "trim",       "unique",  "upper",   "select",     "reject"};
   return kNames;
 }
 
@@ -218,6 +218,9 @@ Result<Value> indent_filter(const std::string& s, const CallArgs& args) {
 
 Result<Value> sequence_filter(std::string_view name, const Value& v, const CallArgs& args,
                               Env& env) {
+  static const std::set<std::string_view> kStringAsSequence = {"first", "last", "list", "reverse",
+                                                               "join"};
+  if (v.is_string() && !kStringAsSequence.count(name)) return Value();
   // Strings act as sequences of code points here (Python semantics).
   Array chars;
   if (v.is_string()) {
@@ -261,6 +264,24 @@ Result<Value> sequence_filter(std::string_view name, const Value& v, const CallA
   if (name == "selectattr" || name == "rejectattr")
     return select_filter(items, args, name == "selectattr");
   if (name == "map") return map_filter(items, args, env);
+  if (name == "select" || name == "reject") {
+    // Python Jinja2's select/reject(test, args...) (the JS library lacks them).
+    const Value* test = args.positional.empty() ? nullptr : &args.positional[0];
+    if (test != nullptr && !test->is_string())
+      return invalid_argument("select/reject: the test name must be a string");
+    CallArgs test_args;
+    if (test != nullptr)
+      test_args.positional.assign(args.positional.begin() + 1, args.positional.end());
+    Array out;
+    for (const Value& item : items) {
+      bool pass = item.truthy();
+      if (test != nullptr) {
+        KITE_ASSIGN_OR_RETURN(pass, apply_test(test->as_string(), item, test_args));
+      }
+      if (pass == (name == "select")) out.push_back(item);
+    }
+    return Value::array(std::move(out));
+  }
   return Value();
 }
 

@@ -33,6 +33,18 @@ class Parser {
     ~DepthGuard() { --depth; }
     int& depth;
   };
+  // A loop that builds a left-deep chain (a + b + c ..., x.y.z, f|g|h) deepens the tree
+  // without recursing here; each link counts as one level so evaluation depth stays bounded.
+  struct ChainGuard {
+    explicit ChainGuard(Parser& p) : parser(p), saved(p.depth_) {}
+    ~ChainGuard() { parser.depth_ = saved; }
+    Status link() {
+      ++parser.depth_;
+      return parser.check_depth();
+    }
+    Parser& parser;
+    int saved;
+  };
 
   Status error_at(uint32_t pos, const std::string& message) const {
     return invalid_argument("template syntax error at " + describe_position(source_, pos) + ": " +
@@ -324,7 +336,9 @@ Result<NodePtr> Parser::parse_expression() {
 
 Result<NodePtr> Parser::parse_or() {
   KITE_ASSIGN_OR_RETURN(NodePtr left, parse_and());
+  ChainGuard chain(*this);
   while (is_identifier("or")) {
+    KITE_RETURN_IF_ERROR(chain.link());
     NodePtr n = make(NodeKind::kBinary, tokens_[cur_++].pos);
     n->name = "or";
     n->a = std::move(left);
@@ -336,7 +350,9 @@ Result<NodePtr> Parser::parse_or() {
 
 Result<NodePtr> Parser::parse_and() {
   KITE_ASSIGN_OR_RETURN(NodePtr left, parse_not());
+  ChainGuard chain(*this);
   while (is_identifier("and")) {
+    KITE_RETURN_IF_ERROR(chain.link());
     NodePtr n = make(NodeKind::kBinary, tokens_[cur_++].pos);
     n->name = "and";
     n->a = std::move(left);
@@ -359,6 +375,7 @@ Result<NodePtr> Parser::parse_not() {
 Result<NodePtr> Parser::parse_comparison() {
   // Membership shares the comparison level and chains left to right, as in @huggingface/jinja.
   KITE_ASSIGN_OR_RETURN(NodePtr left, parse_binary_level(0));
+  ChainGuard chain(*this);
   while (true) {
     std::string op;
     const uint32_t at = pos();
@@ -370,6 +387,7 @@ Result<NodePtr> Parser::parse_comparison() {
     } else {
       break;
     }
+    KITE_RETURN_IF_ERROR(chain.link());
     NodePtr n = make(NodeKind::kBinary, at);
     n->name = op;
     n->a = std::move(left);
@@ -384,7 +402,9 @@ Result<NodePtr> Parser::parse_binary_level(int level) {
   static constexpr T kLevelToken[] = {T::kAdditive, T::kMultiplicative, T::kPower};
   auto next = [&]() { return level == 2 ? parse_test() : parse_binary_level(level + 1); };
   KITE_ASSIGN_OR_RETURN(NodePtr left, next());
+  ChainGuard chain(*this);
   while (is(kLevelToken[level])) {
+    KITE_RETURN_IF_ERROR(chain.link());
     NodePtr n = make(NodeKind::kBinary, tokens_[cur_].pos);
     n->name = tokens_[cur_++].value;
     n->a = std::move(left);
@@ -396,7 +416,9 @@ Result<NodePtr> Parser::parse_binary_level(int level) {
 
 Result<NodePtr> Parser::parse_test() {
   KITE_ASSIGN_OR_RETURN(NodePtr operand, parse_filter());
+  ChainGuard chain(*this);
   while (is_identifier("is")) {
+    KITE_RETURN_IF_ERROR(chain.link());
     NodePtr n = make(NodeKind::kTest, tokens_[cur_++].pos);
     if (is_identifier("not")) {
       n->flag = true;
@@ -413,7 +435,9 @@ Result<NodePtr> Parser::parse_test() {
 
 Result<NodePtr> Parser::parse_filter() {
   KITE_ASSIGN_OR_RETURN(NodePtr operand, parse_unary());
+  ChainGuard chain(*this);
   while (is(T::kPipe)) {
+    KITE_RETURN_IF_ERROR(chain.link());
     NodePtr n = make(NodeKind::kFilter, tokens_[cur_++].pos);
     if (!is(T::kIdentifier)) return error("expected a filter name after '|'");
     NodePtr filter = make(NodeKind::kIdentifier, pos());
@@ -554,7 +578,9 @@ Result<NodePtr> Parser::parse_subscript() {
 }
 
 Result<NodePtr> Parser::parse_member(NodePtr object) {
+  ChainGuard chain(*this);
   while (is(T::kDot) || is(T::kOpenBracket)) {
+    KITE_RETURN_IF_ERROR(chain.link());
     const bool computed = is(T::kOpenBracket);
     NodePtr n = make(NodeKind::kMember, tokens_[cur_++].pos);
     n->flag = computed;

@@ -17,7 +17,7 @@
 
 namespace kite::jinja {
 
-inline constexpr int kMaxNestingDepth = 100;
+inline constexpr int kMaxNestingDepth = 256;
 
 Result<std::shared_ptr<const Program>> parse_template(std::string source);
 

@@ -79,7 +79,11 @@ std::string Value::type_name() const {
 }
 
 template <typename J>
-static Value from_json_impl(const J& j) {
+static Result<Value> from_json_impl(const J& j, int depth) {
+  if (depth > kMaxJsonDepth) {
+    return invalid_argument("template context nests deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
+  }
   switch (j.type()) {
     case J::value_t::null:
       return Value::none();
@@ -99,13 +103,19 @@ static Value from_json_impl(const J& j) {
     case J::value_t::array: {
       Array a;
       a.reserve(j.size());
-      for (const auto& e : j) a.push_back(from_json_impl(e));
+      for (const auto& e : j) {
+        KITE_ASSIGN_OR_RETURN(Value v, from_json_impl(e, depth + 1));
+        a.push_back(std::move(v));
+      }
       return Value::array(std::move(a));
     }
     case J::value_t::object: {
       Object o;
       o.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it) o.emplace_back(it.key(), from_json_impl(*it));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        KITE_ASSIGN_OR_RETURN(Value v, from_json_impl(*it, depth + 1));
+        o.emplace_back(it.key(), std::move(v));
+      }
       return Value::object(std::move(o));
     }
     default:  // binary, discarded: not producible from a parsed request
@@ -113,8 +123,8 @@ static Value from_json_impl(const J& j) {
   }
 }
 
-Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
-Value from_json(const nlohmann::json& j) { return from_json_impl(j); }
+Result<Value> from_json(const nlohmann::ordered_json& j) { return from_json_impl(j, 0); }
+Result<Value> from_json(const nlohmann::json& j) { return from_json_impl(j, 0); }
 
 std::string format_float(double d) {
   if (std::isnan(d)) return "nan";

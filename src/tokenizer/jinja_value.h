@@ -111,9 +111,11 @@ class Value {
   Storage v_;
 };
 
-// JSON data -> Value. Integers stay ints, floats stay floats, key order is kept.
-Value from_json(const nlohmann::ordered_json& j);
-Value from_json(const nlohmann::json& j);
+// JSON data -> Value. Integers stay ints, floats stay floats, key order is kept. Data
+// nested deeper than kMaxJsonDepth is rejected (conversion and rendering recurse).
+inline constexpr int kMaxJsonDepth = 512;
+Result<Value> from_json(const nlohmann::ordered_json& j);
+Result<Value> from_json(const nlohmann::json& j);
 
 // What `{{ value }}` prints: strings as-is, none/undefined as "", bools as true/false,
 // floats like Python (3.0, 0.1, 1e-07), containers as JSON.

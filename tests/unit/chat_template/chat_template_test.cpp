@@ -71,6 +71,11 @@ TEST(ChatTemplateConfigTest, ReportsBadConfigs) {
   auto t = ChatTemplate::parse("x");
   ASSERT_TRUE(t.ok());
   EXPECT_FALSE(t->render(json::array()).ok());  // the context must be an object
+  ordered_json deep = "leaf";
+  for (int i = 0; i < 2000; ++i) deep = ordered_json::array({deep});
+  auto too_deep = t->render(ordered_json{{"messages", deep}});
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_THAT(too_deep.status().message(), HasSubstr("nests deeper"));
 }
 
 TEST(ChatTemplateContextTest, OrderedJsonKeepsToolSchemaKeyOrder) {

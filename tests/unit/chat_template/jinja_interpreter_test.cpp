@@ -105,6 +105,12 @@ TEST(JinjaFilterTest, CommonFilters) {
             "\"é\\\"\\n\"|\"\\u00e9\"");
   EXPECT_EQ(ok("{{ 'a b'|replace(' ', '_') }}{{ 3.9|int }}{{ '12'|int + 1 }}{{ -2|abs }}"),
             "a_b3132");
+  // select/reject as Meta's Llama-3.1 template uses them (Python Jinja2 semantics).
+  EXPECT_EQ(
+      ok("{{ ['a', 'code_interpreter', 'b']|reject('equalto', 'code_interpreter')|join(', ') }}"),
+      "a, b");
+  EXPECT_EQ(ok("{{ [0, 1, 2, 3]|select('odd')|list }}{{ [0, '', 'x']|select|list }}"),
+            "[1, 3][\"x\"]");
   EXPECT_THAT(err("{{ 'x'|frobnicate }}"), HasSubstr("unknown filter 'frobnicate'"));
   EXPECT_THAT(err("{{ 5|upper }}"), HasSubstr("filter 'upper' cannot be applied to a int"));
 }
@@ -198,6 +204,16 @@ TEST(JinjaLimitTest, HostileTemplatesFailInsteadOfHangingOrCrashing) {
   EXPECT_THAT(err(nested_ifs), HasSubstr("nests deeper"));
   EXPECT_THAT(err("{{ " + std::string(5000, '-') + "1 }}"), HasSubstr("nests deeper"));
   EXPECT_THAT(err("{{ " + std::string(3000, '[') + " }}"), HasSubstr("nests deeper"));
+  // Long left-deep chains build deep trees without parser recursion; they are bounded too.
+  std::string sum = "{{ 0";
+  for (int i = 0; i < 200; ++i) sum += " + 1";
+  EXPECT_EQ(ok(sum + " }}"), "200");
+  std::string long_sum = "{{ 0";
+  for (int i = 0; i < 100000; ++i) long_sum += " ~ x";
+  EXPECT_THAT(err(long_sum + " }}"), HasSubstr("nests deeper"));
+  std::string pipes = "{{ x";
+  for (int i = 0; i < 100000; ++i) pipes += "|trim";
+  EXPECT_THAT(err(pipes + " }}"), HasSubstr("nests deeper"));
   EXPECT_THAT(err("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"),
               HasSubstr("calls nest deeper"));
   jinja::RenderLimits small;
