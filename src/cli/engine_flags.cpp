@@ -1,0 +1,50 @@
+#include "cli/engine_flags.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace kite::cli {
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("KITE_MODEL"); env && *env) return env;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const char* rel : {"../models/kite-tiny", "../share/kite/models/kite-tiny"}) {
+      fs::path p = exe.parent_path() / rel;
+      if (fs::exists(p / "config.json")) return fs::weakly_canonical(p).string();
+    }
+  }
+  return KITE_DEFAULT_MODEL_DIR;
+}
+
+void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
+  cmd->add_option("--model", c->model_dir,
+                  "Hugging Face model folder (default: the shipped kite-tiny)");
+  cmd->add_option_function<double>(
+         "--kv-cache-memory",
+         [c](double mib) { c->kv_cache_memory_bytes = static_cast<int64_t>(mib * 1048576.0); },
+         "KV cache budget in MiB (CPU; default 256)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", c->block_size, "Tokens per KV block")->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-num-seqs", c->max_num_seqs, "Most requests running at once")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "Token budget per step")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--max-model-len", c->max_model_len,
+                  "Longest prompt + output (default: the model's max_position_embeddings)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-waiting", c->max_waiting, "Queued requests beyond this get HTTP 429")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag_callback("--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
+                         "Disable automatic prefix caching");
+}
+
+void resolve_model_dir(EngineConfig* c) {
+  if (c->model_dir.empty()) c->model_dir = default_model_dir();
+}
+
+}  // namespace kite::cli

@@ -1,0 +1,21 @@
+// Flags every engine-backed command shares (generate, serve, bench), named as in vLLM.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/engine_config.h"
+
+namespace kite::cli {
+
+// The model kite ships (models/kite-tiny), used when --model is not given: $KITE_MODEL, else
+// next to the binary (../models/kite-tiny, ../share/kite/models/kite-tiny), else the source tree.
+std::string default_model_dir();
+
+// Adds --model, --kv-cache-memory, --block-size, --max-num-seqs, --max-num-batched-tokens,
+// --max-model-len, --max-waiting, --no-enable-prefix-caching to `cmd`, writing into `config`.
+void add_engine_flags(CLI::App* cmd, EngineConfig* config);
+// Fills config->model_dir with the default when it is empty.
+void resolve_model_dir(EngineConfig* config);
+
+}  // namespace kite::cli
