@@ -32,8 +32,8 @@ fi
 # (CI=true) always installs them so those tests run; elsewhere opt in with KITE_SETUP_NPM=1
 # (without them the tests that need them skip). The stamp skips a reinstall when the lockfile
 # has not changed since the last `npm ci`.
-want_npm=${KITE_SETUP_NPM:-0}
-if [ "${CI:-}" = true ]; then want_npm=1; fi
+want_npm=${KITE_SETUP_NPM:-1}
+
 if [ "$want_npm" = 1 ] && [ -f tools/fixtures/package.json ]; then
   stamp=tools/fixtures/node_modules/.kite-lock-stamp
   if ! cmp -s tools/fixtures/package-lock.json "$stamp"; then

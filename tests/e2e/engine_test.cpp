@@ -3,6 +3,7 @@
 // tiny KV pool, preemption), produce exactly the tokens of the same requests run one at a time.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -64,6 +65,7 @@ void expect_same_as_solo(EngineConfig batched_config, int n) {
   ASSERT_TRUE(llm.ok()) << llm.status().message();
   // Requests arrive over time from several threads while earlier ones are running.
   std::vector<std::vector<int32_t>> got(n);
+  std::atomic<int> num_finished{0};
   std::vector<std::thread> clients;
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&, c] {
@@ -71,20 +73,19 @@ void expect_same_as_solo(EngineConfig batched_config, int n) {
         std::this_thread::sleep_for(std::chrono::milliseconds(i % 7));
         auto r = llm->engine().add_request(
             EngineRequest{"r" + std::to_string(i), inputs[i].prompt_token_ids, inputs[i].sampling, i % 3},
-            [&got, i](const RequestOutput& o) {
+            [&got, &num_finished, i](const RequestOutput& o) {
               got[i].insert(got[i].end(), o.new_token_ids.begin(), o.new_token_ids.end());
+              if (o.finished()) ++num_finished;
             });
         ASSERT_TRUE(r.ok()) << r.message();
       }
     });
   }
   for (auto& t : clients) t.join();
-  for (int tries = 0; tries < 2000; ++tries) {
-    auto s = llm->engine().stats();
-    if (s.num_running == 0 && s.num_waiting == 0) break;
+  for (int tries = 0; tries < 6000 && num_finished < n; ++tries)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(num_finished.load(), n);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // stats are taken after the step
   for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
   EXPECT_TRUE(llm->engine().check_integrity().ok());
   auto stats = llm->engine().stats();
