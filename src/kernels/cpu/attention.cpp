@@ -5,6 +5,8 @@
 // of V), so its cost is O(visible_keys * (head_dim_qk + head_dim_v)) and it needs one
 // scratch row of scores per thread. Items are spread over OpenMP threads dynamically because
 // a causal batch mixes short and long rows.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -196,10 +198,14 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   const float* vd = v_cache.data<float>();
   float* od = out.data<float>();
   const int64_t items = d.num_tokens * d.num_heads;
+  // Heads sharing a kv head go to one thread together, so their K/V rows are re-read from
+  // that core's cache; the chunk shrinks when it would leave threads idle (decode, MQA).
+  int64_t chunk = group;
+  while (chunk > 1 && items / chunk < 2 * static_cast<int64_t>(omp_get_max_threads())) chunk /= 2;
 #pragma omp parallel if (items * max_seq_len * d.head_dim_qk >= cpu::kParallelMinWork)
   {
     std::vector<float> scores(max_seq_len);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, chunk)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t t = item / d.num_heads;
       const int64_t h = item % d.num_heads;

@@ -1,5 +1,5 @@
 // Helpers shared by the CPU kernels: shape checks that throw std::invalid_argument with the op
-// name and the offending shapes, and small AVX2 building blocks (dot, axpy, sum of squares).
+// name and the offending shapes, and small AVX2 building blocks (dot, sum of squares).
 //
 // The vector helpers exist because GCC at -O2 without -ffast-math will not vectorise float
 // reductions (it may not reorder additions); explicit lanes keep them fast and deterministic
@@ -74,11 +74,6 @@ inline float dot(const float* a, const float* b, int64_t n) {
 #endif
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
-}
-
-// y[i] += alpha * x[i]. Plain loop: no reduction, so the compiler vectorises it.
-inline void axpy(float alpha, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
 // sum_i x[i]^2 accumulated in double, so a long row of large activations loses no precision

@@ -1,10 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <stdexcept>
+#include <string>
 
 #include "kernel_test_util.h"
+#include "kernels/cpu/blas_setup.h"
 #include "kernels/ops.h"
 
 namespace kite {
@@ -72,6 +75,22 @@ TEST(Linear, RejectsMismatchedShapes) {
   EXPECT_THROW(ops::linear(x, w_ok, &bias_bad, y), std::invalid_argument);
   Tensor w_bf16 = Tensor::empty({4, 8}, DType::kBF16);
   EXPECT_THROW(ops::linear(x, w_bf16, nullptr, y), std::invalid_argument);
+}
+
+// OpenBLAS 0.3.21 misdetects recent Xeons as "Prescott" (SSE3, ~3.5x slower sgemm); kite
+// must have switched to vector kernels by the time linear() has run.
+TEST(Linear, UsesVectorBlasKernelsOnAvx2Cpus) {
+  std::mt19937 rng(2);
+  Tensor x = random_tensor({2, 8}, rng), w = random_tensor({4, 8}, rng);
+  Tensor y = Tensor::empty({2, 4});
+  ops::linear(x, w, nullptr, y);
+  const std::string core = ops::cpu::blas_core_name();
+  __builtin_cpu_init();
+  if (core == "unknown" || std::getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2")) {
+    GTEST_SKIP() << "not OpenBLAS, a user-chosen core, or no AVX2 (core " << core << ")";
+  }
+  for (const char* slow : {"Prescott", "Core2", "Nehalem", "Sandybridge", "Unknown"})
+    EXPECT_NE(core, slow);
 }
 
 }  // namespace
