@@ -118,7 +118,7 @@ def heldout_loss(model, data, seq, device, batch=64):
     return total / count
 
 
-def save_checkpoint(model, out_dir, max_shard_bytes=15 * 1000 * 1000):
+def save_checkpoint(model, out_dir, max_shard_bytes=14 * 1000 * 1000):  # files stay < 15 MB
     from safetensors.torch import save_file
     state = {k: (v.to(torch.bfloat16) if "e_score_correction_bias" not in k else v.float()).cpu()
              for k, v in model.checkpoint_state().items()}
