@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <exception>
 
 #include "cli/commands.h"
 #include "core/logging.h"
@@ -15,7 +16,12 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   kite::init_logging(log_level);
-  kite::Status status = run ? run() : kite::invalid_argument("no command given");
+  kite::Status status;
+  try {
+    status = run ? run() : kite::invalid_argument("no command given");
+  } catch (const std::exception& e) {  // a bug must still end with a message and exit 1
+    status = kite::internal_error(std::string("unexpected failure: ") + e.what());
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "kite: error: %s\n", status.message().c_str());
     return 1;

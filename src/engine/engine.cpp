@@ -268,16 +268,25 @@ void Engine::step() {
   std::vector<int32_t> sampled(plan.scheduled.size(), 0);
   std::vector<std::optional<SampleResult>> samples(plan.scheduled.size());
   std::vector<std::string> failed;
+  std::string execute_error;
   if (!plan.empty()) {
     std::vector<SequenceChunk> chunks;
     chunks.reserve(plan.scheduled.size());
     for (const auto& s : plan.scheduled)
       chunks.push_back(SequenceChunk{s.token_ids, s.num_computed_tokens, s.block_table,
                                      s.samples_token ? LogitsMode::kLast : LogitsMode::kNone});
-    Tensor logits = runner_.execute(chunks);
-    const int64_t vocab = logits.size(1);
+    Tensor logits;
+    try {
+      logits = runner_.execute(chunks);
+    } catch (const std::exception& e) {
+      // A bug in the model or a kernel must fail this step's requests, not the process.
+      spdlog::error("forward step failed: {}", e.what());
+      for (const auto& s : plan.scheduled) failed.push_back(s.request_id);
+      execute_error = e.what();
+    }
+    const int64_t vocab = logits.defined() ? logits.size(1) : 0;
     int64_t row = 0;
-    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    for (size_t i = 0; i < plan.scheduled.size() && logits.defined(); ++i) {
       if (!plan.scheduled[i].samples_token) continue;
       const float* r = logits.data<float>() + row++ * vocab;
       Active& a = *active_.at(plan.scheduled[i].request_id);
@@ -314,7 +323,9 @@ void Engine::step() {
     }
     const bool sched_done = sched::is_finished(ev.status);
     if (sampling_failed) {
-      out.error_message = "sampling failed (the model produced invalid logits)";
+      out.error_message = execute_error.empty()
+                              ? "sampling failed (the model produced invalid logits)"
+                              : "the forward step failed: " + execute_error;
       out.finish_reason = "error";
     } else if (ev.status == sched::RequestStatus::kFinishedError) {
       out.error_message = ev.error_message;
@@ -330,6 +341,17 @@ void Engine::step() {
       out.num_cached_tokens = a.num_cached_tokens;
       a.callback(out);
     }
+  }
+  // Failed requests that produced no event this step (a prefill chunk) end here too.
+  for (const std::string& id : failed) {
+    auto it = active_.find(id);
+    if (it == active_.end()) continue;
+    (void)scheduler_.abort(id);
+    RequestOutput out;
+    out.finish_reason = "error";
+    out.error_message = "the forward step failed: " + execute_error;
+    finish(*it->second, out, "error");
+    active_.erase(it);
   }
 }
 
