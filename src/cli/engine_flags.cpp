@@ -39,8 +39,9 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-waiting", c->max_waiting, "Queued requests beyond this get HTTP 429")
       ->check(CLI::Range(0, 1 << 24));
-  cmd->add_flag_callback("--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
-                         "Disable automatic prefix caching");
+  cmd->add_flag_callback(
+      "--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
+      "Disable automatic prefix caching");
 }
 
 void resolve_model_dir(EngineConfig* c) {

@@ -22,12 +22,14 @@ void add_generate_command(CLI::App& app, CommandRunner* run) {
   };
   auto f = std::make_shared<Flags>();
   f->sampling.temperature = 0.7f;
-  auto* cmd = app.add_subcommand("generate", "Generate a continuation of a prompt (streams to stdout)");
+  auto* cmd =
+      app.add_subcommand("generate", "Generate a continuation of a prompt (streams to stdout)");
   add_engine_flags(cmd, &f->engine);
   cmd->add_option("--prompt", f->prompt, "The prompt text")->required();
   cmd->add_flag("--chat", f->chat, "Wrap the prompt as a user message with the chat template");
   cmd->add_option("--system", f->system, "System prompt (with --chat)");
-  cmd->add_option("--max-tokens", f->max_tokens, "Most tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-tokens", f->max_tokens, "Most tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", f->sampling.temperature, "0 = greedy (default 0.7)");
   cmd->add_option("--top-p", f->sampling.top_p, "Nucleus sampling mass in (0, 1]");
   cmd->add_option("--top-k", f->sampling.top_k, "Keep the k most likely tokens (0 = off)");
@@ -45,7 +47,8 @@ void add_generate_command(CLI::App& app, CommandRunner* run) {
       if (f->seed >= 0) f->sampling.seed = static_cast<uint64_t>(f->seed);
       KITE_RETURN_IF_ERROR(f->sampling.validate());
       KITE_ASSIGN_OR_RETURN(LLM llm, LLM::create(f->engine));
-      KITE_ASSIGN_OR_RETURN(PromptRenderer renderer, PromptRenderer::create(llm.tokenizer(), f->engine.model_dir));
+      KITE_ASSIGN_OR_RETURN(PromptRenderer renderer,
+                            PromptRenderer::create(llm.tokenizer(), f->engine.model_dir));
       GenerateInput input;
       input.sampling = f->sampling;
       if (f->chat) {
@@ -56,10 +59,11 @@ void add_generate_command(CLI::App& app, CommandRunner* run) {
       } else {
         input.prompt_token_ids = renderer.encode_text(f->prompt);
       }
-      KITE_ASSIGN_OR_RETURN(GenerateResult result, llm.generate_stream(input, [](const RequestOutput& o) {
-        std::fwrite(o.text_delta.data(), 1, o.text_delta.size(), stdout);
-        std::fflush(stdout);
-      }));
+      KITE_ASSIGN_OR_RETURN(GenerateResult result,
+                            llm.generate_stream(input, [](const RequestOutput& o) {
+                              std::fwrite(o.text_delta.data(), 1, o.text_delta.size(), stdout);
+                              std::fflush(stdout);
+                            }));
       std::fputc('\n', stdout);
       if (result.finish_reason == "error") return internal_error(result.error_message);
       return ok_status();

@@ -44,7 +44,9 @@ class Status {
 };
 
 inline Status ok_status() { return Status(); }
-inline Status invalid_argument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
 inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
 inline Status corrupt(std::string m) { return {ErrorCode::kCorrupt, std::move(m)}; }
 inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
@@ -79,10 +81,10 @@ class Result {
 #define KITE_CONCAT(a, b) KITE_CONCAT_INNER(a, b)
 
 // Returns early with the error if `expr` (a Status) is not OK.
-#define KITE_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    ::kite::Status kite_st_ = (expr);     \
-    if (!kite_st_.ok()) return kite_st_;  \
+#define KITE_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    ::kite::Status kite_st_ = (expr);    \
+    if (!kite_st_.ok()) return kite_st_; \
   } while (0)
 
 // `KITE_ASSIGN_OR_RETURN(auto x, make_x());` unwraps a Result or returns its error.

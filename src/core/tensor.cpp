@@ -88,7 +88,9 @@ Tensor Tensor::to_f32() const {
   float* o = out.data<float>();
   const int64_t n = numel();
   switch (dtype_) {
-    case DType::kF32: std::memcpy(o, data_, n * 4); break;
+    case DType::kF32:
+      std::memcpy(o, data_, n * 4);
+      break;
     case DType::kBF16: {
       auto* in = data<uint16_t>();
       for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(in[i]);

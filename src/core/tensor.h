@@ -45,9 +45,13 @@ class Tensor {
   size_t size_bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
 
   template <typename T>
-  T* data() { return static_cast<T*>(data_); }
+  T* data() {
+    return static_cast<T*>(data_);
+  }
   template <typename T>
-  const T* data() const { return static_cast<const T*>(data_); }
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
   void* raw() { return data_; }
   const void* raw() const { return data_; }
 

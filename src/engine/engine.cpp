@@ -47,10 +47,14 @@ std::vector<int32_t> collect_eos_ids(const std::string& dir, const ModelConfig& 
 
 std::string finish_name(sched::RequestStatus s) {
   switch (s) {
-    case sched::RequestStatus::kFinishedStopped: return "stop";
-    case sched::RequestStatus::kFinishedLength: return "length";
-    case sched::RequestStatus::kFinishedAborted: return "abort";
-    default: return "error";
+    case sched::RequestStatus::kFinishedStopped:
+      return "stop";
+    case sched::RequestStatus::kFinishedLength:
+      return "length";
+    case sched::RequestStatus::kFinishedAborted:
+      return "abort";
+    default:
+      return "error";
   }
 }
 
@@ -69,10 +73,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.max_num_seqs = config.max_num_seqs;
   sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
   const int64_t model_len = model->config().max_position_embeddings;
-  sc.max_model_len = static_cast<int32_t>(config.max_model_len > 0 ? config.max_model_len : model_len);
+  sc.max_model_len =
+      static_cast<int32_t>(config.max_model_len > 0 ? config.max_model_len : model_len);
   if (model_len > 0 && sc.max_model_len > model_len)
     return invalid_argument("--max-model-len " + std::to_string(sc.max_model_len) +
-                            " exceeds the model's max_position_embeddings " + std::to_string(model_len));
+                            " exceeds the model's max_position_embeddings " +
+                            std::to_string(model_len));
   sc.max_waiting = config.max_waiting;
   sc.enable_prefix_caching = config.enable_prefix_caching;
   sc.prefix_cache_salt = config.model_dir;
@@ -80,8 +86,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   spdlog::info("KV cache: {} blocks of {} tokens ({} tokens, {:.1f} MiB)", num_blocks,
                config.block_size, num_blocks * config.block_size,
                num_blocks * config.block_size * spec.bytes_per_token() / 1048576.0);
-  return std::unique_ptr<Engine>(new Engine(config, std::move(model), std::move(tokenizer),
-                                            std::move(scheduler), num_blocks));
+  return std::unique_ptr<Engine>(
+      new Engine(config, std::move(model), std::move(tokenizer), std::move(scheduler), num_blocks));
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<Model> model, Tokenizer tokenizer,
@@ -112,22 +118,26 @@ Status Engine::add_request(EngineRequest request, OutputCallback callback) {
   if (prompt == 0) return invalid_argument("the prompt is empty");
   for (int32_t id : request.prompt_token_ids)
     if (id < 0 || id >= model_->config().vocab_size)
-      return invalid_argument("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " +
+      return invalid_argument("prompt token id " + std::to_string(id) +
+                              " is outside the vocabulary (size " +
                               std::to_string(model_->config().vocab_size) + ")");
   if (prompt >= max_model_len_)
     return invalid_argument("the prompt has " + std::to_string(prompt) +
-                            " tokens but the maximum context length is " + std::to_string(max_model_len_));
+                            " tokens but the maximum context length is " +
+                            std::to_string(max_model_len_));
   const int64_t room = max_model_len_ - prompt;
   if (request.sampling.max_tokens && *request.sampling.max_tokens > room)
     return invalid_argument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
                             std::to_string(*request.sampling.max_tokens) +
-                            ") exceeds the maximum context length " + std::to_string(max_model_len_));
+                            ") exceeds the maximum context length " +
+                            std::to_string(max_model_len_));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Status(ErrorCode::kResourceExhausted, "the engine is shutting down");
     if (num_queued_.load() >= config_.max_waiting + config_.max_num_seqs)
-      return Status(ErrorCode::kResourceExhausted,
-                    "too many requests in flight (" + std::to_string(num_queued_.load()) + "); retry later");
+      return Status(
+          ErrorCode::kResourceExhausted,
+          "too many requests in flight (" + std::to_string(num_queued_.load()) + "); retry later");
     ++num_queued_;
     inbox_adds_.emplace_back(std::move(request), std::move(callback));
   }
@@ -217,9 +227,14 @@ void Engine::drain_inbox() {
     }
     SamplingParams sp = req.sampling;
     if (!sp.max_tokens) sp.max_tokens = p.max_tokens;
-    auto a = std::make_unique<Active>(Active{std::move(req), std::move(cb), std::move(*sampler),
+    auto a = std::make_unique<Active>(Active{std::move(req),
+                                             std::move(cb),
+                                             std::move(*sampler),
                                              StopChecker(sp, eos_ids_),
-                                             IncrementalDetokenizer(tokenizer_, true), {}, 0, false});
+                                             IncrementalDetokenizer(tokenizer_, true),
+                                             {},
+                                             0,
+                                             false});
     active_.emplace(p.request_id, std::move(a));
   }
   for (const std::string& id : aborts) {

@@ -7,15 +7,15 @@
 namespace kite {
 
 struct EngineConfig {
-  std::string model_dir;                 // --model
+  std::string model_dir;                        // --model
   int64_t kv_cache_memory_bytes = 256ll << 20;  // --kv-cache-memory (CPU KV budget)
-  int32_t block_size = 16;               // --block-size
-  int32_t max_num_seqs = 64;             // --max-num-seqs
-  int32_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens
-  int32_t max_model_len = 0;             // --max-model-len (0: the model's max positions)
-  int32_t max_waiting = 1024;            // --max-waiting: queue bound (HTTP 429 beyond)
+  int32_t block_size = 16;                      // --block-size
+  int32_t max_num_seqs = 64;                    // --max-num-seqs
+  int32_t max_num_batched_tokens = 2048;        // --max-num-batched-tokens
+  int32_t max_model_len = 0;                    // --max-model-len (0: the model's max positions)
+  int32_t max_waiting = 1024;                   // --max-waiting: queue bound (HTTP 429 beyond)
   int32_t long_prefill_token_threshold = 0;
-  bool enable_prefix_caching = true;     // --no-enable-prefix-caching turns it off
+  bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
 };
 
 }  // namespace kite

@@ -56,7 +56,8 @@ Result<std::vector<GenerateResult>> LLM::generate(const std::vector<GenerateInpu
     std::string id = "llm-" + std::to_string(next_id_++);
     index[id] = i;
     EngineRequest req{id, inputs[i].prompt_token_ids, inputs[i].sampling, inputs[i].priority};
-    Status st = engine_->add_request(std::move(req), [queue](const RequestOutput& o) { queue->push(o); });
+    Status st =
+        engine_->add_request(std::move(req), [queue](const RequestOutput& o) { queue->push(o); });
     if (!st.ok()) {
       for (const auto& [other, j] : index)
         if (other != id) engine_->abort(other);
@@ -74,12 +75,13 @@ Result<std::vector<GenerateResult>> LLM::generate(const std::vector<GenerateInpu
   return results;
 }
 
-Result<GenerateResult> LLM::generate_stream(const GenerateInput& input,
-                                            const std::function<void(const RequestOutput&)>& on_output) {
+Result<GenerateResult> LLM::generate_stream(
+    const GenerateInput& input, const std::function<void(const RequestOutput&)>& on_output) {
   auto queue = std::make_shared<EventQueue>();
   std::string id = "llm-" + std::to_string(next_id_++);
   EngineRequest req{id, input.prompt_token_ids, input.sampling, input.priority};
-  KITE_RETURN_IF_ERROR(engine_->add_request(std::move(req), [queue](const RequestOutput& o) { queue->push(o); }));
+  KITE_RETURN_IF_ERROR(
+      engine_->add_request(std::move(req), [queue](const RequestOutput& o) { queue->push(o); }));
   GenerateResult result;
   while (true) {
     RequestOutput out = queue->pop();

@@ -36,8 +36,8 @@ class LLM {
   Result<std::vector<GenerateResult>> generate(const std::vector<GenerateInput>& inputs);
 
   // One request; `on_output` runs on the calling thread for every event, in order.
-  Result<GenerateResult> generate_stream(const GenerateInput& input,
-                                         const std::function<void(const RequestOutput&)>& on_output);
+  Result<GenerateResult> generate_stream(
+      const GenerateInput& input, const std::function<void(const RequestOutput&)>& on_output);
 
   Engine& engine() { return *engine_; }
   const Tokenizer& tokenizer() const { return engine_->tokenizer(); }

@@ -30,8 +30,8 @@ struct TokenLogprobs {
 
 struct RequestOutput {
   std::string request_id;
-  std::vector<int32_t> new_token_ids;  // tokens this event adds
-  std::string text_delta;              // their text (may be empty while bytes are held back)
+  std::vector<int32_t> new_token_ids;   // tokens this event adds
+  std::string text_delta;               // their text (may be empty while bytes are held back)
   std::vector<TokenLogprobs> logprobs;  // per new token, when requested
   // Set on the last event: "stop" | "length" | "abort" | "error".
   std::optional<std::string> finish_reason;

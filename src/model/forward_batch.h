@@ -12,8 +12,8 @@
 namespace kite {
 
 struct ForwardBatch {
-  std::vector<int32_t> token_ids;   // [num_tokens] tokens to run, all sequences back to back
-  std::vector<int32_t> positions;   // [num_tokens] position of each token in its sequence
+  std::vector<int32_t> token_ids;     // [num_tokens] tokens to run, all sequences back to back
+  std::vector<int32_t> positions;     // [num_tokens] position of each token in its sequence
   std::vector<int64_t> slot_mapping;  // [num_tokens] KV slot = block_id * block_size + offset
   std::vector<int32_t> query_start;   // [num_seqs + 1] row offsets of each sequence's tokens
   std::vector<int32_t> seq_lens;      // [num_seqs] cached length after this step

@@ -11,9 +11,13 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir) {
   Result<std::unique_ptr<Model>> model = unsupported("model_type " + config.model_type_name);
   switch (config.model_type) {
     case ModelType::kLlama:
-    case ModelType::kQwen2: model = build_llama_family(config, weights); break;
+    case ModelType::kQwen2:
+      model = build_llama_family(config, weights);
+      break;
     case ModelType::kDeepseekV2:
-    case ModelType::kDeepseekV3: model = build_deepseek(config, weights); break;
+    case ModelType::kDeepseekV3:
+      model = build_deepseek(config, weights);
+      break;
   }
   if (!model.ok()) return model.status().with_context("loading " + model_dir);
   spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}", config.model_type_name,

@@ -15,7 +15,7 @@ enum class LogitsMode { kNone, kLast, kAll };
 
 // One sequence's share of a step.
 struct SequenceChunk {
-  std::span<const int32_t> token_ids;    // the tokens to run now
+  std::span<const int32_t> token_ids;     // the tokens to run now
   int32_t num_computed_tokens = 0;        // tokens of this sequence already in the cache
   std::span<const int32_t> block_table;   // must cover num_computed_tokens + token_ids.size()
   LogitsMode logits = LogitsMode::kLast;  // kNone for a prefill chunk that is not the last

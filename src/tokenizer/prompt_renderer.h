@@ -23,10 +23,12 @@ class PromptRenderer {
     return tokenizer_.encode(text, true);
   }
   // messages: [{"role": ..., "content": ...}, ...]; extra: more template variables (tools...).
-  Result<std::string> render_chat(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                  const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
-  Result<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json& messages,
-                                           const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+  Result<std::string> render_chat(
+      const nlohmann::ordered_json& messages, bool add_generation_prompt,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+  Result<std::vector<int32_t>> encode_chat(
+      const nlohmann::ordered_json& messages,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   bool has_chat_template() const { return template_.has_value(); }
 
  private:

@@ -72,7 +72,8 @@ void expect_same_as_solo(EngineConfig batched_config, int n) {
       for (int i = c; i < n; i += 4) {
         std::this_thread::sleep_for(std::chrono::milliseconds(i % 7));
         auto r = llm->engine().add_request(
-            EngineRequest{"r" + std::to_string(i), inputs[i].prompt_token_ids, inputs[i].sampling, i % 3},
+            EngineRequest{"r" + std::to_string(i), inputs[i].prompt_token_ids, inputs[i].sampling,
+                          i % 3},
             [&got, &num_finished, i](const RequestOutput& o) {
               got[i].insert(got[i].end(), o.new_token_ids.begin(), o.new_token_ids.end());
               if (o.finished()) ++num_finished;
@@ -93,9 +94,7 @@ void expect_same_as_solo(EngineConfig batched_config, int n) {
   EXPECT_EQ(stats.kv_cache_usage, 0.0);
 }
 
-TEST(Engine, BatchedGreedyEqualsOneAtATime) {
-  expect_same_as_solo(config_for(kTiny), 64);
-}
+TEST(Engine, BatchedGreedyEqualsOneAtATime) { expect_same_as_solo(config_for(kTiny), 64); }
 
 TEST(Engine, TinyKvPoolPreemptsAndStillMatches) {
   EngineConfig c = config_for(kTiny);
@@ -112,7 +111,8 @@ TEST(Engine, RejectsBadRequestsWithClearErrors) {
   EXPECT_EQ(empty.code(), ErrorCode::kInvalidArgument);
   Status too_long = llm->engine().add_request(
       EngineRequest{"b", std::vector<int32_t>(5000, 7), greedy(4), 0}, noop);
-  EXPECT_NE(too_long.message().find("maximum context length"), std::string::npos) << too_long.message();
+  EXPECT_NE(too_long.message().find("maximum context length"), std::string::npos)
+      << too_long.message();
   SamplingParams bad = greedy(4);
   bad.top_p = 1.5f;
   Status bad_p = llm->engine().add_request(EngineRequest{"c", {1, 2, 3}, bad, 0}, noop);
@@ -146,17 +146,18 @@ TEST(Engine, AbortEndsTheStreamAndFreesBlocks) {
   ASSERT_TRUE(llm.ok());
   std::atomic<bool> finished{false};
   std::string reason;
-  Status st = llm->engine().add_request(
-      EngineRequest{"long", {1, 2, 3, 4}, greedy(1500), 0}, [&](const RequestOutput& o) {
-        if (o.finished()) {
-          reason = *o.finish_reason;
-          finished = true;
-        }
-      });
+  Status st = llm->engine().add_request(EngineRequest{"long", {1, 2, 3, 4}, greedy(1500), 0},
+                                        [&](const RequestOutput& o) {
+                                          if (o.finished()) {
+                                            reason = *o.finish_reason;
+                                            finished = true;
+                                          }
+                                        });
   ASSERT_TRUE(st.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   llm->engine().abort("long");
-  for (int i = 0; i < 500 && !finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 500 && !finished; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_TRUE(finished);
   EXPECT_EQ(reason, "abort");
   EXPECT_TRUE(llm->engine().check_integrity().ok());

@@ -37,8 +37,8 @@ TEST(KiteTiny, LogitsAndGreedyMatchTransformers) {
 
     SequenceChunk prefill{seq, 0, table, LogitsMode::kAll};
     Tensor logits = runner.execute({&prefill, 1});
-    auto ref = expected->get_f32("logits." + std::to_string(p),
-                                 {static_cast<int64_t>(seq.size()), vocab});
+    auto ref =
+        expected->get_f32("logits." + std::to_string(p), {static_cast<int64_t>(seq.size()), vocab});
     ASSERT_TRUE(ref.ok()) << ref.status().message();
     double num = 0, den = 0;
     for (int64_t i = 0; i < logits.numel(); ++i) {
@@ -56,7 +56,8 @@ TEST(KiteTiny, LogitsAndGreedyMatchTransformers) {
       if (got.size() == want.size()) break;
       int32_t computed = static_cast<int32_t>(seq.size());
       seq.push_back(next);
-      SequenceChunk step{std::span<const int32_t>(&seq.back(), 1), computed, table, LogitsMode::kLast};
+      SequenceChunk step{std::span<const int32_t>(&seq.back(), 1), computed, table,
+                         LogitsMode::kLast};
       Tensor l = runner.execute({&step, 1});
       next = static_cast<int32_t>(std::max_element(l.data<float>(), l.data<float>() + vocab) -
                                   l.data<float>());

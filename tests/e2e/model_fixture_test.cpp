@@ -56,8 +56,8 @@ TEST_P(ModelFixture, LogitsMatchTransformers) {
     std::iota(table.begin(), table.end(), 3);  // not starting at block 0 on purpose
     SequenceChunk chunk{ids, 0, table, LogitsMode::kAll};
     Tensor logits = runner.execute({&chunk, 1});
-    auto want = expected->get_f32("logits." + std::to_string(p),
-                                  {static_cast<int64_t>(ids.size()), vocab});
+    auto want =
+        expected->get_f32("logits." + std::to_string(p), {static_cast<int64_t>(ids.size()), vocab});
     ASSERT_TRUE(want.ok()) << want.status().message();
     double err = relative_error(logits.data<float>(), want->data<float>(), logits.numel());
     EXPECT_LT(err, 1e-4) << GetParam() << " prompt " << p << " (" << ids.size() << " tokens)";

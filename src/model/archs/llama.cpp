@@ -16,9 +16,11 @@ Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig& c, const We
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     KITE_ASSIGN_OR_RETURN(Tensor ln1, load_vector(w, p + "input_layernorm.weight", c.hidden_size));
-    KITE_ASSIGN_OR_RETURN(Tensor ln2, load_vector(w, p + "post_attention_layernorm.weight", c.hidden_size));
+    KITE_ASSIGN_OR_RETURN(Tensor ln2,
+                          load_vector(w, p + "post_attention_layernorm.weight", c.hidden_size));
     KITE_ASSIGN_OR_RETURN(GqaAttention attn, GqaAttention::load(w, p + "self_attn.", c));
-    KITE_ASSIGN_OR_RETURN(GatedMlp mlp, GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
+    KITE_ASSIGN_OR_RETURN(GatedMlp mlp,
+                          GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
     model->layers().push_back(DecoderLayer{ln1, ln2, std::move(attn), std::move(mlp)});
   }
   return std::unique_ptr<Model>(std::move(model));

@@ -11,10 +11,14 @@ Result<GqaAttention> GqaAttention::load(const WeightStore& weights, const std::s
   a.num_kv_heads_ = c.num_key_value_heads;
   a.head_dim_ = c.head_dim;
   a.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  const int64_t d = c.hidden_size, q = a.num_heads_ * a.head_dim_, kv = a.num_kv_heads_ * a.head_dim_;
-  KITE_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(weights, prefix + "q_proj", q, d, c.attention_bias));
-  KITE_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(weights, prefix + "k_proj", kv, d, c.attention_bias));
-  KITE_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(weights, prefix + "v_proj", kv, d, c.attention_bias));
+  const int64_t d = c.hidden_size, q = a.num_heads_ * a.head_dim_,
+                kv = a.num_kv_heads_ * a.head_dim_;
+  KITE_ASSIGN_OR_RETURN(a.q_proj_,
+                        Linear::load(weights, prefix + "q_proj", q, d, c.attention_bias));
+  KITE_ASSIGN_OR_RETURN(a.k_proj_,
+                        Linear::load(weights, prefix + "k_proj", kv, d, c.attention_bias));
+  KITE_ASSIGN_OR_RETURN(a.v_proj_,
+                        Linear::load(weights, prefix + "v_proj", kv, d, c.attention_bias));
   KITE_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(weights, prefix + "o_proj", d, q));
   return a;
 }

@@ -21,7 +21,8 @@ Result<MlaAttention> MlaAttention::load(const WeightStore& w, const std::string&
   const int64_t d = c.hidden_size, qk = a.nope_ + a.rope_;
   if (c.q_lora_rank) {
     const int64_t r = *c.q_lora_rank;
-    KITE_ASSIGN_OR_RETURN(a.q_a_proj_, Linear::load(w, prefix + "q_a_proj", r, d, c.attention_bias));
+    KITE_ASSIGN_OR_RETURN(a.q_a_proj_,
+                          Linear::load(w, prefix + "q_a_proj", r, d, c.attention_bias));
     KITE_ASSIGN_OR_RETURN(a.q_a_norm_, load_vector(w, prefix + "q_a_layernorm.weight", r));
     KITE_ASSIGN_OR_RETURN(a.q_b_proj_, Linear::load(w, prefix + "q_b_proj", a.heads_ * qk, r));
   } else {
@@ -37,14 +38,15 @@ Result<MlaAttention> MlaAttention::load(const WeightStore& w, const std::string&
     const float* head = kvb + h * (a.nope_ + a.v_dim_) * a.rank_;
     Tensor uk_t = Tensor::empty({a.rank_, a.nope_});  // transpose of W_UK [nope, rank]
     for (int64_t i = 0; i < a.nope_; ++i)
-      for (int64_t r = 0; r < a.rank_; ++r) uk_t.data<float>()[r * a.nope_ + i] = head[i * a.rank_ + r];
+      for (int64_t r = 0; r < a.rank_; ++r)
+        uk_t.data<float>()[r * a.nope_ + i] = head[i * a.rank_ + r];
     Tensor uv = Tensor::empty({a.v_dim_, a.rank_});
     std::memcpy(uv.data<float>(), head + a.nope_ * a.rank_, uv.size_bytes());
     a.w_uk_t_.push_back(uk_t);
     a.w_uv_.push_back(uv);
   }
-  KITE_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(w, prefix + "o_proj", d, a.heads_ * a.v_dim_,
-                                                c.attention_bias));
+  KITE_ASSIGN_OR_RETURN(
+      a.o_proj_, Linear::load(w, prefix + "o_proj", d, a.heads_ * a.v_dim_, c.attention_bias));
   return a;
 }
 
@@ -79,7 +81,8 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   Tensor q_lat = Tensor::empty({t, rank_});
   for (int64_t h = 0; h < heads_; ++h) {
     for (int64_t i = 0; i < t; ++i)
-      std::memcpy(q_nope.data<float>() + i * nope_, q.data<float>() + (i * heads_ + h) * qk, nope_ * 4);
+      std::memcpy(q_nope.data<float>() + i * nope_, q.data<float>() + (i * heads_ + h) * qk,
+                  nope_ * 4);
     ops::linear(q_nope, w_uk_t_[h], nullptr, q_lat);
     for (int64_t i = 0; i < t; ++i) {
       float* dst = q_abs.data<float>() + (i * heads_ + h) * width;
@@ -99,10 +102,12 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   Tensor v_h = Tensor::empty({t, v_dim_});
   for (int64_t h = 0; h < heads_; ++h) {
     for (int64_t i = 0; i < t; ++i)
-      std::memcpy(o_h.data<float>() + i * rank_, o_lat.data<float>() + (i * heads_ + h) * width, rank_ * 4);
+      std::memcpy(o_h.data<float>() + i * rank_, o_lat.data<float>() + (i * heads_ + h) * width,
+                  rank_ * 4);
     ops::linear(o_h, w_uv_[h], nullptr, v_h);
     for (int64_t i = 0; i < t; ++i)
-      std::memcpy(o.data<float>() + (i * heads_ + h) * v_dim_, v_h.data<float>() + i * v_dim_, v_dim_ * 4);
+      std::memcpy(o.data<float>() + (i * heads_ + h) * v_dim_, v_h.data<float>() + i * v_dim_,
+                  v_dim_ * 4);
   }
   return o_proj_(o);
 }

@@ -10,9 +10,10 @@ Result<Moe> Moe::load(const WeightStore& w, const std::string& prefix, const Mod
   KITE_ASSIGN_OR_RETURN(m.gate_, Linear::load(w, prefix + "gate", e, d));
   m.routing_.scoring =
       c.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax;
-  m.routing_.method = c.topk_method == "noaux_tc"               ? ops::MoeTopkMethod::kNoauxTc
-                      : c.topk_method == "group_limited_greedy" ? ops::MoeTopkMethod::kGroupLimitedGreedy
-                                                                : ops::MoeTopkMethod::kGreedy;
+  m.routing_.method = c.topk_method == "noaux_tc" ? ops::MoeTopkMethod::kNoauxTc
+                      : c.topk_method == "group_limited_greedy"
+                          ? ops::MoeTopkMethod::kGroupLimitedGreedy
+                          : ops::MoeTopkMethod::kGreedy;
   m.routing_.top_k = c.num_experts_per_tok;
   m.routing_.n_group = c.n_group;
   m.routing_.topk_group = c.topk_group;
@@ -24,8 +25,9 @@ Result<Moe> Moe::load(const WeightStore& w, const std::string& prefix, const Mod
                           load_vector(w, prefix + "gate.e_score_correction_bias", e));
   }
   for (int64_t i = 0; i < e; ++i) {
-    KITE_ASSIGN_OR_RETURN(GatedMlp expert, GatedMlp::load(w, prefix + "experts." + std::to_string(i) + ".",
-                                                          d, c.moe_intermediate_size));
+    KITE_ASSIGN_OR_RETURN(GatedMlp expert,
+                          GatedMlp::load(w, prefix + "experts." + std::to_string(i) + ".", d,
+                                         c.moe_intermediate_size));
     m.experts_.push_back(std::move(expert));
   }
   if (c.n_shared_experts > 0) {

@@ -20,7 +20,7 @@ class Moe {
   Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
 
  private:
-  Linear gate_;            // router [n_experts, hidden]
+  Linear gate_;             // router [n_experts, hidden]
   Tensor correction_bias_;  // [n_experts] (noaux_tc) or undefined
   ops::MoeRoutingParams routing_;
   std::vector<GatedMlp> experts_;

@@ -51,8 +51,9 @@ RopeTable::RopeTable(const ModelConfig& config, int64_t rot_dim) : rot_dim_(rot_
         float scaled = wavelen > low_wavelen ? f / static_cast<float>(s.factor) : f;
         bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
         if (medium) {
-          float smooth = (static_cast<float>(old_len) / wavelen - static_cast<float>(s.low_freq_factor)) /
-                         static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+          float smooth =
+              (static_cast<float>(old_len) / wavelen - static_cast<float>(s.low_freq_factor)) /
+              static_cast<float>(s.high_freq_factor - s.low_freq_factor);
           scaled = (1.0f - smooth) * scaled / static_cast<float>(s.factor) + smooth * scaled;
         }
         inv_freq_[i] = scaled;
@@ -67,8 +68,8 @@ RopeTable::RopeTable(const ModelConfig& config, int64_t rot_dim) : rot_dim_(rot_
       if (s.attention_factor) {
         attention_factor_ = static_cast<float>(*s.attention_factor);
       } else if (s.mscale != 0.0 && s.mscale_all_dim != 0.0) {
-        attention_factor_ =
-            static_cast<float>(yarn_mscale(factor, s.mscale) / yarn_mscale(factor, s.mscale_all_dim));
+        attention_factor_ = static_cast<float>(yarn_mscale(factor, s.mscale) /
+                                               yarn_mscale(factor, s.mscale_all_dim));
       } else {
         attention_factor_ = static_cast<float>(yarn_mscale(factor, 1.0));
       }
