@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <limits>
 #include <optional>
 
 namespace kite::bench {
@@ -98,7 +99,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
  private:
   void read_header() {
     parser_.emplace();
-    parser_->body_limit(boost::none);
+    // Unlimited. (Not boost::none: Beast 1.74 compares a Content-Length against the optional
+    // and treats "none" as smaller than any length.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     stream_.expires_after(client_.timeout);
     http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->fail("reading the response header", ec);
@@ -112,7 +115,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     parser_->get().body().data = chunk_.data();
     parser_->get().body().size = chunk_.size();
     stream_.expires_after(client_.timeout);
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    // read_some, not read: a full read would wait until the 16 KiB buffer fills, batching
+    // tokens that arrived milliseconds apart into one delivery.
+    http::async_read_some(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec == http::error::need_buffer) ec = {};
       const size_t got = self->chunk_.size() - self->parser_->get().body().size;
       if (got > 0) {
