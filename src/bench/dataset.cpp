@@ -9,17 +9,18 @@ namespace {
 
 // Short, frequent words: nearly every BPE vocabulary has " word" as one token.
 constexpr std::array<const char*, 64> kWords = {
-    "the",  "of",    "and",   "to",    "in",   "is",    "you",  "that",  "it",    "he",   "was",
-    "for",  "on",    "are",   "as",    "with", "his",   "they", "at",    "be",    "this", "have",
-    "from", "or",    "one",   "had",   "by",   "word",  "but",  "not",   "what",  "all",  "were",
-    "we",   "when",  "your",  "can",   "said", "there", "use",  "an",    "each",  "which", "she",
-    "do",   "how",   "their", "if",    "will", "up",    "other", "about", "out",  "many", "then",
-    "them", "these", "so",    "some",  "her",  "would", "make", "like",  "time"};
+    "the",  "of",    "and",   "to",   "in",   "is",    "you",   "that",  "it",   "he",    "was",
+    "for",  "on",    "are",   "as",   "with", "his",   "they",  "at",    "be",   "this",  "have",
+    "from", "or",    "one",   "had",  "by",   "word",  "but",   "not",   "what", "all",   "were",
+    "we",   "when",  "your",  "can",  "said", "there", "use",   "an",    "each", "which", "she",
+    "do",   "how",   "their", "if",   "will", "up",    "other", "about", "out",  "many",  "then",
+    "them", "these", "so",    "some", "her",  "would", "make",  "like",  "time"};
 
 uint64_t mix_seed(uint64_t seed, uint64_t stream) { return seed * 0x9E3779B97F4A7C15ull + stream; }
 
 // Prompt `n` tokens/words long from `rng_seed`, in the requested format.
-void append_random(BenchRequest& r, PromptFormat format, int32_t n, int32_t vocab, uint64_t rng_seed) {
+void append_random(BenchRequest& r, PromptFormat format, int32_t n, int32_t vocab,
+                   uint64_t rng_seed) {
   if (format == PromptFormat::kTokenIds) {
     auto ids = random_token_ids(n, vocab, rng_seed);
     r.prompt_token_ids.insert(r.prompt_token_ids.end(), ids.begin(), ids.end());
@@ -30,7 +31,8 @@ void append_random(BenchRequest& r, PromptFormat format, int32_t n, int32_t voca
   r.input_len += n;
 }
 
-Result<BenchRequest> parse_jsonl_line(const nlohmann::json& j, const std::string& where, int32_t output_len) {
+Result<BenchRequest> parse_jsonl_line(const nlohmann::json& j, const std::string& where,
+                                      int32_t output_len) {
   BenchRequest r;
   r.output_len = output_len;
   if (!j.is_object()) return invalid_argument(where + ": expected a JSON object");
@@ -40,7 +42,8 @@ Result<BenchRequest> parse_jsonl_line(const nlohmann::json& j, const std::string
     r.output_len = it->get<int32_t>();
   }
   if (auto it = j.find("messages"); it != j.end()) {
-    if (!it->is_array() || it->empty()) return invalid_argument(where + ": \"messages\" must be a non-empty array");
+    if (!it->is_array() || it->empty())
+      return invalid_argument(where + ": \"messages\" must be a non-empty array");
     r.messages = *it;
     return r;
   }
@@ -50,12 +53,14 @@ Result<BenchRequest> parse_jsonl_line(const nlohmann::json& j, const std::string
     r.prompt_text = it->get<std::string>();
   } else if (it->is_array() && !it->empty()) {
     for (const auto& t : *it) {
-      if (!t.is_number_integer()) return invalid_argument(where + ": \"prompt\" array must hold token ids");
+      if (!t.is_number_integer())
+        return invalid_argument(where + ": \"prompt\" array must hold token ids");
       r.prompt_token_ids.push_back(t.get<int32_t>());
     }
     r.input_len = static_cast<int32_t>(r.prompt_token_ids.size());
   } else {
-    return invalid_argument(where + ": \"prompt\" must be a string or a non-empty array of token ids");
+    return invalid_argument(where +
+                            ": \"prompt\" must be a string or a non-empty array of token ids");
   }
   return r;
 }
@@ -76,7 +81,8 @@ Result<std::vector<BenchRequest>> load_jsonl(const DatasetConfig& c) {
   if (lines.empty()) return invalid_argument("dataset file '" + c.path + "' has no prompts");
   std::vector<BenchRequest> out;
   out.reserve(static_cast<size_t>(c.num_prompts));
-  for (int64_t i = 0; i < c.num_prompts; ++i) out.push_back(lines[static_cast<size_t>(i) % lines.size()]);
+  for (int64_t i = 0; i < c.num_prompts; ++i)
+    out.push_back(lines[static_cast<size_t>(i) % lines.size()]);
   return out;
 }
 
@@ -86,7 +92,8 @@ Result<DatasetKind> parse_dataset_kind(const std::string& name) {
   if (name == "random") return DatasetKind::kRandom;
   if (name == "shared-prefix") return DatasetKind::kSharedPrefix;
   if (name == "jsonl") return DatasetKind::kJsonl;
-  return invalid_argument("unknown dataset '" + name + "' (expected random, shared-prefix or jsonl)");
+  return invalid_argument("unknown dataset '" + name +
+                          "' (expected random, shared-prefix or jsonl)");
 }
 
 std::vector<int32_t> random_token_ids(int32_t num_tokens, int32_t vocab_size, uint64_t seed) {
@@ -120,21 +127,24 @@ Result<std::vector<BenchRequest>> build_dataset(const DatasetConfig& c) {
   if (c.vocab_size < 1) return invalid_argument("--vocab-size must be positive");
   const bool shared = c.kind == DatasetKind::kSharedPrefix;
   if (shared && (c.prefix_len < 1 || c.num_prefixes < 1))
-    return invalid_argument("--dataset shared-prefix needs --prefix-len >= 1 and --num-prefixes >= 1");
+    return invalid_argument(
+        "--dataset shared-prefix needs --prefix-len >= 1 and --num-prefixes >= 1");
   if (c.input_len + (shared ? c.prefix_len : 0) < 1)
     return invalid_argument("prompts would be empty: set --input-len (or --prefix-len) >= 1");
   std::vector<BenchRequest> prefixes;
   if (shared)
     for (int32_t p = 0; p < c.num_prefixes; ++p) {
       BenchRequest pre;
-      append_random(pre, c.format, c.prefix_len, c.vocab_size, mix_seed(c.seed, 1'000'000'007ull + p));
+      append_random(pre, c.format, c.prefix_len, c.vocab_size,
+                    mix_seed(c.seed, 1'000'000'007ull + p));
       prefixes.push_back(std::move(pre));
     }
   std::vector<BenchRequest> out;
   out.reserve(static_cast<size_t>(c.num_prompts));
   for (int64_t i = 0; i < c.num_prompts; ++i) {
     BenchRequest r = shared ? prefixes[static_cast<size_t>(i % c.num_prefixes)] : BenchRequest{};
-    append_random(r, c.format, c.input_len, c.vocab_size, mix_seed(c.seed, static_cast<uint64_t>(i)));
+    append_random(r, c.format, c.input_len, c.vocab_size,
+                  mix_seed(c.seed, static_cast<uint64_t>(i)));
     r.output_len = c.output_len;
     out.push_back(std::move(r));
   }

@@ -21,7 +21,8 @@ using tcp = asio::ip::tcp;
 Result<HttpUrl> parse_http_url(const std::string& url) {
   const std::string scheme = "http://";
   if (url.rfind(scheme, 0) != 0)
-    return invalid_argument("--url must start with http:// (got '" + url + "'; https is not supported)");
+    return invalid_argument("--url must start with http:// (got '" + url +
+                            "'; https is not supported)");
   std::string rest = url.substr(scheme.size());
   HttpUrl out;
   const size_t slash = rest.find('/');
@@ -36,10 +37,12 @@ Result<HttpUrl> parse_http_url(const std::string& url) {
   std::string port_text;
   if (!rest.empty() && rest.front() == '[') {  // [IPv6]:port
     const size_t close = rest.find(']');
-    if (close == std::string::npos) return invalid_argument("--url '" + url + "' has an unclosed '['");
+    if (close == std::string::npos)
+      return invalid_argument("--url '" + url + "' has an unclosed '['");
     out.host = rest.substr(1, close - 1);
     rest.erase(0, close + 1);
-    if (!rest.empty() && rest.front() != ':') return invalid_argument("--url '" + url + "': junk after ']'");
+    if (!rest.empty() && rest.front() != ':')
+      return invalid_argument("--url '" + url + "': junk after ']'");
     if (!rest.empty()) port_text = rest.substr(1);
   } else {
     const size_t colon = rest.find(':');
@@ -85,15 +88,17 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void start() {
     stream_.expires_after(client_.timeout);
-    stream_.async_connect(client_.endpoints, [self = shared_from_this()](beast::error_code ec,
-                                                                         const tcp::endpoint&) {
-      if (ec) return self->fail("cannot connect to " + self->client_.url.host + ":" + self->client_.url.port, ec);
-      self->stream_.expires_after(self->client_.timeout);
-      http::async_write(self->stream_, self->req_, [self](beast::error_code ec, size_t) {
-        if (ec) return self->fail("sending the request", ec);
-        self->read_header();
-      });
-    });
+    stream_.async_connect(
+        client_.endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+          if (ec)
+            return self->fail(
+                "cannot connect to " + self->client_.url.host + ":" + self->client_.url.port, ec);
+          self->stream_.expires_after(self->client_.timeout);
+          http::async_write(self->stream_, self->req_, [self](beast::error_code ec, size_t) {
+            if (ec) return self->fail("sending the request", ec);
+            self->read_header();
+          });
+        });
   }
 
  private:
@@ -103,11 +108,12 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     // and treats "none" as smaller than any length.)
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     stream_.expires_after(client_.timeout);
-    http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return self->fail("reading the response header", ec);
-      self->status_ = self->parser_->get().result_int();
-      self->read_body();
-    });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->fail("reading the response header", ec);
+                              self->status_ = self->parser_->get().result_int();
+                              self->read_body();
+                            });
   }
 
   void read_body() {
@@ -117,20 +123,21 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     stream_.expires_after(client_.timeout);
     // read_some, not read: a full read would wait until the 16 KiB buffer fills, batching
     // tokens that arrived milliseconds apart into one delivery.
-    http::async_read_some(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec == http::error::need_buffer) ec = {};
-      const size_t got = self->chunk_.size() - self->parser_->get().body().size;
-      if (got > 0) {
-        std::string_view bytes(self->chunk_.data(), got);
-        if (self->status_ / 100 == 2) {
-          if (self->handlers_.on_body) self->handlers_.on_body(bytes);
-        } else if (self->error_body_.size() < 4096) {
-          self->error_body_.append(bytes);
-        }
-      }
-      if (ec) return self->fail("reading the response body", ec);
-      self->read_body();
-    });
+    http::async_read_some(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec == http::error::need_buffer) ec = {};
+          const size_t got = self->chunk_.size() - self->parser_->get().body().size;
+          if (got > 0) {
+            std::string_view bytes(self->chunk_.data(), got);
+            if (self->status_ / 100 == 2) {
+              if (self->handlers_.on_body) self->handlers_.on_body(bytes);
+            } else if (self->error_body_.size() < 4096) {
+              self->error_body_.append(bytes);
+            }
+          }
+          if (ec) return self->fail("reading the response body", ec);
+          self->read_body();
+        });
   }
 
   void done() {
@@ -145,7 +152,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void fail(const std::string& what, beast::error_code ec) {
     const char* hint = ec == beast::error::timeout ? " (timed out)" : "";
-    if (handlers_.on_done) handlers_.on_done(Status(ErrorCode::kInternal, what + ": " + ec.message() + hint));
+    if (handlers_.on_done)
+      handlers_.on_done(Status(ErrorCode::kInternal, what + ": " + ec.message() + hint));
   }
 
   HttpClient::Impl& client_;
@@ -183,13 +191,14 @@ void HttpClient::set_timeout(double seconds) {
 }
 
 void HttpClient::post(const std::string& path, std::string json_body, StreamHandlers handlers) {
-  std::make_shared<Exchange>(*impl_, http::verb::post, impl_->url.base_path + path, std::move(json_body),
-                             std::move(handlers))
+  std::make_shared<Exchange>(*impl_, http::verb::post, impl_->url.base_path + path,
+                             std::move(json_body), std::move(handlers))
       ->start();
 }
 
 void HttpClient::get(const std::string& path, StreamHandlers handlers) {
-  std::make_shared<Exchange>(*impl_, http::verb::get, impl_->url.base_path + path, "", std::move(handlers))
+  std::make_shared<Exchange>(*impl_, http::verb::get, impl_->url.base_path + path, "",
+                             std::move(handlers))
       ->start();
 }
 

@@ -74,12 +74,14 @@ Status run_batch(Engine& engine, const LatencyConfig& c, uint64_t iter_seed, Bat
 
 Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig& c) {
   if (c.input_len < 1 || c.output_len < 2 || c.batch_size < 1 || c.iters < 1 || c.warmup_iters < 0)
-    return invalid_argument("bench latency needs --input-len >= 1, --output-len >= 2, --batch-size >= 1, --iters >= 1");
+    return invalid_argument(
+        "bench latency needs --input-len >= 1, --output-len >= 2, --batch-size >= 1, --iters >= 1");
   std::vector<double> prefill, decode, e2e;
   for (int32_t it = 0; it < c.warmup_iters + c.iters; ++it) {
     BatchTimes times;
     Clock::time_point start;
-    KITE_RETURN_IF_ERROR(run_batch(engine, c, c.seed * 7919 + static_cast<uint64_t>(it) + 1, times, start));
+    KITE_RETURN_IF_ERROR(
+        run_batch(engine, c, c.seed * 7919 + static_cast<uint64_t>(it) + 1, times, start));
     if (it < c.warmup_iters) continue;
     Clock::time_point first_all = start, end = start;
     for (const auto& t : times.token_times) {
@@ -97,8 +99,10 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
   r.prefill_ms = summarize(prefill);
   r.decode_ms_per_step = summarize(decode);
   r.weight_bytes_per_step = decode_weight_bytes_per_step(engine.model_config(), c.batch_size);
-  if (r.decode_ms_per_step.mean > 0) r.decode_gbps_mean = r.weight_bytes_per_step / (r.decode_ms_per_step.mean * 1e6);
-  if (r.decode_ms_per_step.p50 > 0) r.decode_gbps_p50 = r.weight_bytes_per_step / (r.decode_ms_per_step.p50 * 1e6);
+  if (r.decode_ms_per_step.mean > 0)
+    r.decode_gbps_mean = r.weight_bytes_per_step / (r.decode_ms_per_step.mean * 1e6);
+  if (r.decode_ms_per_step.p50 > 0)
+    r.decode_gbps_p50 = r.weight_bytes_per_step / (r.decode_ms_per_step.p50 * 1e6);
   r.e2e_ms_mean = summarize(e2e).mean;
   return r;
 }
@@ -121,18 +125,20 @@ std::string LatencyReport::format() const {
   return fmt::format(
       "input_len {} output_len {} batch {} ({} iters)\n"
       "prefill (TTFT)       mean {:.2f} ms  p50 {:.2f} ms  p99 {:.2f} ms\n"
-      "decode step          mean {:.3f} ms  p50 {:.3f} ms  p99 {:.3f} ms  ({:.1f} tok/s per sequence)\n"
+      "decode step          mean {:.3f} ms  p50 {:.3f} ms  p99 {:.3f} ms  ({:.1f} tok/s per "
+      "sequence)\n"
       "weights read / step  {:.2f} MB (fp32)  ->  {:.2f} GB/s mean, {:.2f} GB/s p50\n"
       "end to end           mean {:.1f} ms\n",
-      config.input_len, config.output_len, config.batch_size, config.iters, prefill_ms.mean, prefill_ms.p50,
-      prefill_ms.p99, decode_ms_per_step.mean, decode_ms_per_step.p50, decode_ms_per_step.p99,
-      decode_ms_per_step.mean > 0 ? 1e3 / decode_ms_per_step.mean : 0.0, weight_bytes_per_step / 1e6,
-      decode_gbps_mean, decode_gbps_p50, e2e_ms_mean);
+      config.input_len, config.output_len, config.batch_size, config.iters, prefill_ms.mean,
+      prefill_ms.p50, prefill_ms.p99, decode_ms_per_step.mean, decode_ms_per_step.p50,
+      decode_ms_per_step.p99, decode_ms_per_step.mean > 0 ? 1e3 / decode_ms_per_step.mean : 0.0,
+      weight_bytes_per_step / 1e6, decode_gbps_mean, decode_gbps_p50, e2e_ms_mean);
 }
 
 Result<ThroughputReport> run_throughput_benchmark(LLM& llm, const ThroughputConfig& c) {
   if (c.input_len < 1 || c.output_len < 1 || c.num_prompts < 1)
-    return invalid_argument("bench throughput needs --input-len, --output-len and --num-prompts >= 1");
+    return invalid_argument(
+        "bench throughput needs --input-len, --output-len and --num-prompts >= 1");
   const int32_t vocab = static_cast<int32_t>(llm.engine().model_config().vocab_size);
   std::vector<GenerateInput> inputs;
   for (int32_t i = 0; i < c.num_prompts; ++i)
@@ -145,13 +151,15 @@ Result<ThroughputReport> run_throughput_benchmark(LLM& llm, const ThroughputConf
   r.config = c;
   r.elapsed_s = elapsed_s;
   for (const auto& res : results) {
-    if (res.finish_reason == "error") return internal_error("benchmark request failed: " + res.error_message);
+    if (res.finish_reason == "error")
+      return internal_error("benchmark request failed: " + res.error_message);
     r.total_prompt_tokens += res.num_prompt_tokens;
     r.total_output_tokens += static_cast<int64_t>(res.token_ids.size());
   }
   r.requests_per_s = c.num_prompts / elapsed_s;
   r.output_tokens_per_s = static_cast<double>(r.total_output_tokens) / elapsed_s;
-  r.total_tokens_per_s = static_cast<double>(r.total_prompt_tokens + r.total_output_tokens) / elapsed_s;
+  r.total_tokens_per_s =
+      static_cast<double>(r.total_prompt_tokens + r.total_output_tokens) / elapsed_s;
   return r;
 }
 
@@ -171,8 +179,8 @@ std::string ThroughputReport::format() const {
   return fmt::format(
       "{} prompts, input_len {} output_len {}: {:.2f} s\n"
       "Throughput: {:.2f} requests/s, {:.1f} output tokens/s, {:.1f} total tokens/s\n",
-      config.num_prompts, config.input_len, config.output_len, elapsed_s, requests_per_s, output_tokens_per_s,
-      total_tokens_per_s);
+      config.num_prompts, config.input_len, config.output_len, elapsed_s, requests_per_s,
+      output_tokens_per_s, total_tokens_per_s);
 }
 
 nlohmann::json describe_model(const Engine& engine) {

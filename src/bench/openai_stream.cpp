@@ -12,7 +12,8 @@ const char* endpoint_path(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
 }
 
-Result<nlohmann::json> make_request_body(const BenchRequest& r, Endpoint endpoint, const std::string& model) {
+Result<nlohmann::json> make_request_body(const BenchRequest& r, Endpoint endpoint,
+                                         const std::string& model) {
   nlohmann::json body = {{"model", model},
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}},
@@ -25,7 +26,8 @@ Result<nlohmann::json> make_request_body(const BenchRequest& r, Endpoint endpoin
     } else if (r.prompt_token_ids.empty()) {
       body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", r.prompt_text}}});
     } else {
-      return invalid_argument("the chat endpoint takes text: token-id prompts need --endpoint completions");
+      return invalid_argument(
+          "the chat endpoint takes text: token-id prompts need --endpoint completions");
     }
   } else {
     if (!r.messages.is_null())
@@ -55,7 +57,8 @@ bool StreamRecorder::is_content(const nlohmann::json& choice) const {
   auto delta = choice.find("delta");
   if (delta == choice.end() || !delta->is_object()) return false;
   if (non_empty(*delta, "content") || non_empty(*delta, "reasoning_content")) return true;
-  return delta->contains("content") && (*delta)["content"].is_string() && !delta->contains("role") && !finishing;
+  return delta->contains("content") && (*delta)["content"].is_string() &&
+         !delta->contains("role") && !finishing;
 }
 
 void StreamRecorder::on_event(const SseEvent& event, double t_s) {
@@ -70,9 +73,10 @@ void StreamRecorder::on_event(const SseEvent& event, double t_s) {
   }
   if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
     if (error_.empty())
-      error_ = "server error: " + (e->is_object() && e->contains("message") && (*e)["message"].is_string()
-                                       ? (*e)["message"].get<std::string>()
-                                       : e->dump());
+      error_ = "server error: " +
+               (e->is_object() && e->contains("message") && (*e)["message"].is_string()
+                    ? (*e)["message"].get<std::string>()
+                    : e->dump());
     return;
   }
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
@@ -88,7 +92,8 @@ void StreamRecorder::on_event(const SseEvent& event, double t_s) {
     chunk_s_.push_back(t_s);
 }
 
-RequestResult StreamRecorder::finish(const BenchRequest& request, const Status& transport, double end_s) const {
+RequestResult StreamRecorder::finish(const BenchRequest& request, const Status& transport,
+                                     double end_s) const {
   RequestResult r;
   r.e2e_s = done_s_ >= 0 ? done_s_ : end_s;
   r.num_content_chunks = static_cast<int32_t>(chunk_s_.size());

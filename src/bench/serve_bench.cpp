@@ -1,9 +1,10 @@
 #include "bench/serve_bench.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <deque>
-#include <fmt/format.h>
 #include <memory>
 #include <sstream>
 
@@ -34,7 +35,8 @@ struct RunState {
   }
 
   void pump() {
-    while (!ready.empty() && (config->max_concurrency <= 0 || in_flight < config->max_concurrency)) {
+    while (!ready.empty() &&
+           (config->max_concurrency <= 0 || in_flight < config->max_concurrency)) {
       const size_t i = ready.front();
       ready.pop_front();
       send(i);
@@ -49,9 +51,11 @@ struct RunState {
       Clock::time_point sent;
       double now_s() const { return seconds_between(sent, Clock::now()); }
     };
-    auto stream = std::make_shared<Stream>(Stream{StreamRecorder(config->endpoint), SseParser(nullptr), Clock::now()});
+    auto stream = std::make_shared<Stream>(
+        Stream{StreamRecorder(config->endpoint), SseParser(nullptr), Clock::now()});
     Stream* raw = stream.get();
-    stream->parser = SseParser([raw](const SseEvent& e) { raw->recorder.on_event(e, raw->now_s()); });
+    stream->parser =
+        SseParser([raw](const SseEvent& e) { raw->recorder.on_event(e, raw->now_s()); });
     const double send_s = seconds_between(start, stream->sent);
     StreamHandlers h;
     h.on_body = [raw](std::string_view bytes) { raw->parser.feed(bytes); };
@@ -71,24 +75,32 @@ struct RunState {
 nlohmann::json request_json(const RequestResult& r) {
   nlohmann::json itl = nlohmann::json::array();
   for (double g : r.itl_s) itl.push_back(g * 1e3);
-  return {{"success", r.success},      {"error", r.error},
-          {"send_s", r.send_s},        {"ttft_ms", r.ttft_s * 1e3},
-          {"tpot_ms", r.tpot_s() * 1e3}, {"e2e_ms", r.e2e_s * 1e3},
-          {"prompt_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens},
-          {"content_chunks", r.num_content_chunks}, {"usage_reported", r.usage_reported},
+  return {{"success", r.success},
+          {"error", r.error},
+          {"send_s", r.send_s},
+          {"ttft_ms", r.ttft_s * 1e3},
+          {"tpot_ms", r.tpot_s() * 1e3},
+          {"e2e_ms", r.e2e_s * 1e3},
+          {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"content_chunks", r.num_content_chunks},
+          {"usage_reported", r.usage_reported},
           {"itl_ms", itl}};
 }
 
-nlohmann::json rate_json(double rate) { return std::isinf(rate) ? nlohmann::json("inf") : nlohmann::json(rate); }
+nlohmann::json rate_json(double rate) {
+  return std::isinf(rate) ? nlohmann::json("inf") : nlohmann::json(rate);
+}
 
 }  // namespace
 
 Result<ServeRun> run_serve_benchmark(HttpClient& client, const ServeRunConfig& config,
                                      const std::vector<BenchRequest>& requests) {
   if (config.max_concurrency < 0) return invalid_argument("--max-concurrency must be >= 1");
-  KITE_ASSIGN_OR_RETURN(std::vector<double> arrivals,
-                        arrival_offsets_s(ArrivalConfig{config.request_rate, config.burstiness, config.seed},
-                                          static_cast<int64_t>(requests.size())));
+  KITE_ASSIGN_OR_RETURN(
+      std::vector<double> arrivals,
+      arrival_offsets_s(ArrivalConfig{config.request_rate, config.burstiness, config.seed},
+                        static_cast<int64_t>(requests.size())));
   RunState state;
   state.client = &client;
   state.config = &config;
@@ -109,18 +121,21 @@ Result<ServeRun> run_serve_benchmark(HttpClient& client, const ServeRunConfig& c
   ServeRun run;
   run.config = config;
   run.results = std::move(state.results);
-  run.metrics = compute_serve_metrics(run.results, seconds_between(state.start, state.last_end), config.slo);
+  run.metrics =
+      compute_serve_metrics(run.results, seconds_between(state.start, state.last_end), config.slo);
   return run;
 }
 
 nlohmann::json ServeRun::to_json() const {
-  nlohmann::json slo = {{"ttft_ms", config.slo.ttft_ms ? nlohmann::json(*config.slo.ttft_ms) : nlohmann::json()},
-                        {"tpot_ms", config.slo.tpot_ms ? nlohmann::json(*config.slo.tpot_ms) : nlohmann::json()},
-                        {"e2e_ms", config.slo.e2e_ms ? nlohmann::json(*config.slo.e2e_ms) : nlohmann::json()}};
+  nlohmann::json slo = {
+      {"ttft_ms", config.slo.ttft_ms ? nlohmann::json(*config.slo.ttft_ms) : nlohmann::json()},
+      {"tpot_ms", config.slo.tpot_ms ? nlohmann::json(*config.slo.tpot_ms) : nlohmann::json()},
+      {"e2e_ms", config.slo.e2e_ms ? nlohmann::json(*config.slo.e2e_ms) : nlohmann::json()}};
   nlohmann::json j = metrics.to_json();
   j["request_rate"] = rate_json(config.request_rate);
   j["burstiness"] = config.burstiness;
-  j["max_concurrency"] = config.max_concurrency > 0 ? nlohmann::json(config.max_concurrency) : nlohmann::json();
+  j["max_concurrency"] =
+      config.max_concurrency > 0 ? nlohmann::json(config.max_concurrency) : nlohmann::json();
   j["slo"] = slo;
   j["num_prompts"] = results.size();
   nlohmann::json per = nlohmann::json::array();
@@ -166,9 +181,13 @@ Result<std::vector<double>> parse_rate_list(const std::string& text) {
 
 std::string format_serve_run(const ServeRun& run) {
   const ServeMetrics& m = run.metrics;
-  std::string rate = std::isinf(run.config.request_rate) ? "inf" : fmt::format("{:g}", run.config.request_rate);
-  std::string out = fmt::format("============ Serving Benchmark Result (rate {} req/s) ============\n", rate);
-  auto line = [&](const std::string& k, const std::string& v) { out += fmt::format("{:<40}{:>12}\n", k, v); };
+  std::string rate =
+      std::isinf(run.config.request_rate) ? "inf" : fmt::format("{:g}", run.config.request_rate);
+  std::string out =
+      fmt::format("============ Serving Benchmark Result (rate {} req/s) ============\n", rate);
+  auto line = [&](const std::string& k, const std::string& v) {
+    out += fmt::format("{:<40}{:>12}\n", k, v);
+  };
   line("Successful requests:", std::to_string(m.completed));
   line("Failed requests:", std::to_string(m.failed));
   line("Benchmark duration (s):", fmt::format("{:.2f}", m.duration_s));

@@ -37,7 +37,8 @@ ServeMetrics compute_serve_metrics(const std::vector<RequestResult>& results, do
   if (duration_s > 0) {
     m.request_throughput = static_cast<double>(m.completed) / duration_s;
     m.output_throughput = static_cast<double>(m.total_output_tokens) / duration_s;
-    m.total_token_throughput = static_cast<double>(m.total_input_tokens + m.total_output_tokens) / duration_s;
+    m.total_token_throughput =
+        static_cast<double>(m.total_input_tokens + m.total_output_tokens) / duration_s;
     if (slo.any()) m.goodput = static_cast<double>(m.good_requests) / duration_s;
   }
   m.ttft_ms = summarize(ttft);

@@ -25,14 +25,14 @@ bool meets_slo(const RequestResult& r, const SloConfig& slo);
 struct ServeMetrics {
   int64_t completed = 0;  // successful requests
   int64_t failed = 0;
-  double duration_s = 0;  // first send to last completion
-  int64_t total_input_tokens = 0;   // successful requests only
+  double duration_s = 0;           // first send to last completion
+  int64_t total_input_tokens = 0;  // successful requests only
   int64_t total_output_tokens = 0;
   double request_throughput = 0;      // completed / duration (req/s)
   double output_throughput = 0;       // output tokens / duration (tok/s)
   double total_token_throughput = 0;  // (input + output) / duration (tok/s)
   int64_t good_requests = 0;
-  std::optional<double> goodput;  // good requests / duration (req/s), when an SLO is set
+  std::optional<double> goodput;             // good requests / duration (req/s), when an SLO is set
   Summary ttft_ms, tpot_ms, itl_ms, e2e_ms;  // over successful requests (TPOT: >= 2 tokens)
   std::vector<std::string> first_errors;     // up to 5 distinct messages, for the report
 

@@ -41,7 +41,8 @@ void SseParser::process_line(std::string_view line) {
   if (line.front() == ':') return;  // comment / keep-alive
   const size_t colon = line.find(':');
   std::string_view field = line.substr(0, colon);
-  std::string_view value = colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
+  std::string_view value =
+      colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
   if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   if (field == "data") {
     if (has_data_) pending_.data += '\n';

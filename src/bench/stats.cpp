@@ -36,8 +36,8 @@ Summary summarize(const std::vector<double>& samples) {
 }
 
 nlohmann::json Summary::to_json() const {
-  return {{"count", count}, {"mean", mean}, {"std", std}, {"min", min}, {"max", max},
-          {"p50", p50},     {"p90", p90},   {"p99", p99}};
+  return {{"count", count}, {"mean", mean}, {"std", std}, {"min", min},
+          {"max", max},     {"p50", p50},   {"p90", p90}, {"p99", p99}};
 }
 
 }  // namespace kite::bench

@@ -15,11 +15,20 @@ std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -40,7 +49,8 @@ std::string format_tick(double v) { return fmt::format("{:g}", std::round(v * 1e
 }  // namespace
 
 std::string render_line_chart_svg(const std::string& title, const std::string& y_label,
-                                  const std::vector<double>& x, const std::vector<PlotSeries>& series) {
+                                  const std::vector<double>& x,
+                                  const std::vector<PlotSeries>& series) {
   // x positions: finite rates as they are, +inf one "slot" past the largest finite rate.
   double max_finite = 0;
   for (double v : x)
@@ -61,9 +71,12 @@ std::string render_line_chart_svg(const std::string& title, const std::string& y
   auto sy = [&](double v) { return kTop + plot_h - v / y_top * plot_h; };
 
   std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" "
+      "font-weight=\"bold\">{3}</text>\n",
       kWidth, kHeight, kWidth / 2, escape_xml(title));
   for (double v = 0; v <= y_top + y_step / 2; v += y_step)
     svg += fmt::format(
@@ -80,24 +93,26 @@ std::string render_line_chart_svg(const std::string& title, const std::string& y
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n"
       "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">request rate (req/s)</text>\n"
       "<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-      kLeft, kTop, plot_w, plot_h, kLeft + plot_w / 2, kHeight - 8, kTop + plot_h / 2, escape_xml(y_label));
+      kLeft, kTop, plot_w, plot_h, kLeft + plot_w / 2, kHeight - 8, kTop + plot_h / 2,
+      escape_xml(y_label));
   for (size_t k = 0; k < series.size(); ++k) {
     const PlotSeries& s = series[k];
     std::string points;
     for (size_t i = 0; i < x.size() && i < s.y.size(); ++i)
       if (std::isfinite(s.y[i])) points += fmt::format("{:.1f},{:.1f} ", sx(px[i]), sy(s.y[i]));
-    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", points,
-                       s.color, s.dashed ? " stroke-dasharray=\"6 4\"" : "");
+    svg +=
+        fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n",
+                    points, s.color, s.dashed ? " stroke-dasharray=\"6 4\"" : "");
     for (size_t i = 0; i < x.size() && i < s.y.size(); ++i)
       if (std::isfinite(s.y[i]))
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", sx(px[i]), sy(s.y[i]),
-                           s.color);
+        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", sx(px[i]),
+                           sy(s.y[i]), s.color);
     const double ly = kTop + 14 + 16 * static_cast<double>(k);
     svg += fmt::format(
         "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"{4}/>"
         "<text x=\"{5}\" y=\"{6}\">{7}</text>\n",
-        kLeft + 10, kLeft + 34, ly, s.color, s.dashed ? " stroke-dasharray=\"6 4\"" : "", kLeft + 40, ly + 4,
-        escape_xml(s.name));
+        kLeft + 10, kLeft + 34, ly, s.color, s.dashed ? " stroke-dasharray=\"6 4\"" : "",
+        kLeft + 40, ly + 4, escape_xml(s.name));
   }
   svg += "</svg>\n";
   return svg;
@@ -117,7 +132,8 @@ std::string render_sweep_html(const std::vector<ServeRun>& runs, const std::stri
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{0}</title>\n"
       "<style>body{{font-family:sans-serif;margin:20px}} td,th{{padding:2px 10px;text-align:right}}"
-      " table{{border-collapse:collapse}} tr:nth-child(even){{background:#f3f3f3}}</style></head><body>\n"
+      " table{{border-collapse:collapse}} "
+      "tr:nth-child(even){{background:#f3f3f3}}</style></head><body>\n"
       "<h2>{0}</h2>\n<div>\n",
       escape_xml(title));
   html += render_line_chart_svg("Time to first token", "TTFT (ms)", x, {ttft50, ttft99});
@@ -129,13 +145,17 @@ std::string render_sweep_html(const std::vector<ServeRun>& runs, const std::stri
   for (const auto& r : runs) {
     const ServeMetrics& m = r.metrics;
     html += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.1f}</td>"
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.1f}</"
+        "td>"
         "<td>{:.1f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.1f}</td></tr>\n",
-        std::isinf(r.config.request_rate) ? std::string("inf") : format_tick(r.config.request_rate), m.completed,
-        m.failed, m.request_throughput, m.output_throughput, m.goodput ? fmt::format("{:.2f}", *m.goodput) : "-",
-        m.ttft_ms.p50, m.ttft_ms.p99, m.tpot_ms.p50, m.tpot_ms.p99, m.itl_ms.p99, m.e2e_ms.p50);
+        std::isinf(r.config.request_rate) ? std::string("inf") : format_tick(r.config.request_rate),
+        m.completed, m.failed, m.request_throughput, m.output_throughput,
+        m.goodput ? fmt::format("{:.2f}", *m.goodput) : "-", m.ttft_ms.p50, m.ttft_ms.p99,
+        m.tpot_ms.p50, m.tpot_ms.p99, m.itl_ms.p99, m.e2e_ms.p50);
   }
-  html += "</table>\n<p>Latencies in ms. Generated by <code>kite bench serve</code>.</p>\n</body></html>\n";
+  html +=
+      "</table>\n<p>Latencies in ms. Generated by <code>kite bench "
+      "serve</code>.</p>\n</body></html>\n";
   return html;
 }
 

@@ -20,7 +20,8 @@ struct PlotSeries {
 
 // One line chart as an <svg> element; `x` may contain +inf (see above).
 std::string render_line_chart_svg(const std::string& title, const std::string& y_label,
-                                  const std::vector<double>& x, const std::vector<PlotSeries>& series);
+                                  const std::vector<double>& x,
+                                  const std::vector<PlotSeries>& series);
 
 std::string render_sweep_html(const std::vector<ServeRun>& runs, const std::string& title);
 

@@ -7,7 +7,8 @@ namespace kite::bench {
 namespace {
 
 int64_t gqa_params(const ModelConfig& c) {
-  const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim;
   int64_t n = d * q + 2 * d * kv + q * d;
   if (c.attention_bias) n += q + 2 * kv;  // o_proj has no bias in these families
   return n;
@@ -44,14 +45,16 @@ ParamCounts count_params(const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.n_routed_experts > 0 && c.is_moe_layer(l)) {
       ++p.num_moe_layers;
-      p.moe_router += c.n_routed_experts * d + (c.topk_method == "noaux_tc" ? c.n_routed_experts : 0);
+      p.moe_router +=
+          c.n_routed_experts * d + (c.topk_method == "noaux_tc" ? c.n_routed_experts : 0);
       p.moe_shared += 3 * d * c.moe_intermediate_size * c.n_shared_experts;
     } else {
       p.dense_mlp += 3 * d * c.intermediate_size;
     }
   }
-  p.total = p.embedding + (c.tie_word_embeddings ? 0 : p.lm_head) + p.norms + p.attention + p.dense_mlp +
-            p.moe_router + p.moe_shared + p.routed_expert * c.n_routed_experts * p.num_moe_layers;
+  p.total = p.embedding + (c.tie_word_embeddings ? 0 : p.lm_head) + p.norms + p.attention +
+            p.dense_mlp + p.moe_router + p.moe_shared +
+            p.routed_expert * c.n_routed_experts * p.num_moe_layers;
   return p;
 }
 
@@ -60,11 +63,12 @@ double decode_weight_bytes_per_step(const ModelConfig& c, int32_t batch_size) {
   const double b = std::max(batch_size, 1);
   double experts = 0;  // routed experts read per MoE layer
   if (c.n_routed_experts > 0) {
-    const double e = static_cast<double>(c.n_routed_experts), k = static_cast<double>(c.num_experts_per_tok);
+    const double e = static_cast<double>(c.n_routed_experts),
+                 k = static_cast<double>(c.num_experts_per_tok);
     experts = b == 1 ? k : e * (1.0 - std::pow(1.0 - k / e, b));
   }
-  const double params = static_cast<double>(p.lm_head + p.norms + p.attention + p.dense_mlp + p.moe_router +
-                                            p.moe_shared) +
+  const double params = static_cast<double>(p.lm_head + p.norms + p.attention + p.dense_mlp +
+                                            p.moe_router + p.moe_shared) +
                         b * static_cast<double>(c.hidden_size) +  // embedding rows
                         experts * static_cast<double>(p.routed_expert * p.num_moe_layers);
   return params * 4.0;

@@ -19,16 +19,16 @@
 namespace kite::bench {
 
 struct ParamCounts {
-  int64_t total = 0;            // every parameter the loader keeps (tied lm_head once)
-  int64_t embedding = 0;        // vocab × hidden
-  int64_t lm_head = 0;          // vocab × hidden (also when tied: decode still reads it)
-  int64_t attention = 0;        // all layers, incl. their norms
-  int64_t dense_mlp = 0;        // dense FFN layers
-  int64_t moe_router = 0;       // gates (+ correction biases)
-  int64_t moe_shared = 0;       // shared experts, all layers
-  int64_t routed_expert = 0;    // ONE routed expert of one layer
+  int64_t total = 0;          // every parameter the loader keeps (tied lm_head once)
+  int64_t embedding = 0;      // vocab × hidden
+  int64_t lm_head = 0;        // vocab × hidden (also when tied: decode still reads it)
+  int64_t attention = 0;      // all layers, incl. their norms
+  int64_t dense_mlp = 0;      // dense FFN layers
+  int64_t moe_router = 0;     // gates (+ correction biases)
+  int64_t moe_shared = 0;     // shared experts, all layers
+  int64_t routed_expert = 0;  // ONE routed expert of one layer
   int64_t num_moe_layers = 0;
-  int64_t norms = 0;            // layer norms + final norm
+  int64_t norms = 0;  // layer norms + final norm
 };
 
 ParamCounts count_params(const ModelConfig& config);

@@ -52,11 +52,12 @@ std::vector<int32_t> collect_eos_ids(const std::string& dir, const ModelConfig& 
 Result<Tokenizer> byte_placeholder_tokenizer() {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_level::encode(std::string(1, static_cast<char>(b)))] = b;
-  nlohmann::json tj = {{"version", "1.0"},
-                       {"added_tokens", nlohmann::json::array()},
-                       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-                       {"decoder", {{"type", "ByteLevel"}}},
-                       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  nlohmann::json tj = {
+      {"version", "1.0"},
+      {"added_tokens", nlohmann::json::array()},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
   return Tokenizer::from_json(tj.dump(), "", "placeholder byte tokenizer (dummy load)");
 }
 
@@ -65,8 +66,10 @@ Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
   if (tokenizer.ok() || config.load_format != LoadFormat::kDummy ||
       tokenizer.status().code() != ErrorCode::kNotFound)
     return tokenizer;
-  spdlog::warn("{} has no tokenizer.json: using a byte-level placeholder tokenizer (text encodes as raw bytes)",
-               config.model_dir);
+  spdlog::warn(
+      "{} has no tokenizer.json: using a byte-level placeholder tokenizer "
+      "(text encodes as raw bytes)",
+      config.model_dir);
   return byte_placeholder_tokenizer();
 }
 

@@ -20,7 +20,8 @@ float unit_uniform(uint64_t bits) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -39,7 +40,9 @@ Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t s
   const int64_t n = t.numel();
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
   for (int64_t i = 0; i < n; ++i)
-    out[i] = offset + scale * unit_uniform(splitmix64(key + static_cast<uint64_t>(i) * 0x2545F4914F6CDD1Dull));
+    out[i] =
+        offset +
+        scale * unit_uniform(splitmix64(key + static_cast<uint64_t>(i) * 0x2545F4914F6CDD1Dull));
   return t;
 }
 

@@ -36,7 +36,8 @@ using ModelBuilder =
 // model_type names. Errors name the file, tensor or field at fault. With
 // options.load_format == kDummy only config.json is read and the weights are invented
 // (WeightStore::dummy).
-Result<std::unique_ptr<Model>> load_model(const std::string& model_dir, const LoadOptions& options = {});
+Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
+                                          const LoadOptions& options = {});
 
 // Architecture builders (archs/*.cpp).
 Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig&, const WeightStore&);

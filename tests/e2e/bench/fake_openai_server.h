@@ -106,7 +106,8 @@ class FakeOpenAiServer {
     http::read(socket, buffer, req, ec);
     if (ec) return;
     const int now = ++concurrent_;
-    for (int prev = max_concurrent_.load(); now > prev && !max_concurrent_.compare_exchange_weak(prev, now);) {
+    for (int prev = max_concurrent_.load();
+         now > prev && !max_concurrent_.compare_exchange_weak(prev, now);) {
     }
     const std::string target(req.target());
     if (req.method() == http::verb::get) {
@@ -119,7 +120,8 @@ class FakeOpenAiServer {
     socket.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
   }
 
-  void stream(boost::asio::ip::tcp::socket& socket, const std::string& target, const std::string& text) {
+  void stream(boost::asio::ip::tcp::socket& socket, const std::string& target,
+              const std::string& text) {
     auto body = nlohmann::json::parse(text, nullptr, false);
     int k;
     {
@@ -129,9 +131,12 @@ class FakeOpenAiServer {
       targets_.push_back(target);
     }
     if (options_.fail_every > 0 && k % options_.fail_every == options_.fail_every - 1) {
-      const std::string err = R"({"error":{"message":"injected failure","type":"InternalServerError"}})";
-      finish(socket, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: " +
-                         std::to_string(err.size()) + "\r\nConnection: close\r\n\r\n" + err);
+      const std::string err =
+          R"({"error":{"message":"injected failure","type":"InternalServerError"}})";
+      finish(socket,
+             "HTTP/1.1 500 Internal Server Error\r\nContent-Type: "
+             "application/json\r\nContent-Length: " +
+                 std::to_string(err.size()) + "\r\nConnection: close\r\n\r\n" + err);
       return;
     }
     const bool chat = target == "/v1/chat/completions";
@@ -139,11 +144,16 @@ class FakeOpenAiServer {
     write_raw(socket,
               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
               "Connection: close\r\n\r\n");
-    if (chat) send_event(socket, R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
+    if (chat)
+      send_event(
+          socket,
+          R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.first_token_delay_ms));
     for (int i = 0; i < n; ++i) {
       if (i) std::this_thread::sleep_for(std::chrono::milliseconds(options_.token_delay_ms));
-      nlohmann::json choice = {{"index", 0}, {"finish_reason", i + 1 == n ? nlohmann::json("length") : nlohmann::json()}};
+      nlohmann::json choice = {
+          {"index", 0},
+          {"finish_reason", i + 1 == n ? nlohmann::json("length") : nlohmann::json()}};
       const std::string piece = "t" + std::to_string(i);
       if (chat)
         choice["delta"] = {{"content", piece}};
@@ -152,10 +162,13 @@ class FakeOpenAiServer {
       send_event(socket, nlohmann::json{{"id", "x"}, {"choices", {choice}}}.dump());
     }
     if (options_.send_usage) {
-      const int prompt = body.contains("prompt") && body["prompt"].is_array() ? static_cast<int>(body["prompt"].size()) : 7;
-      send_event(socket, nlohmann::json{{"choices", nlohmann::json::array()},
-                                        {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", n}}}}
-                             .dump());
+      const int prompt = body.contains("prompt") && body["prompt"].is_array()
+                             ? static_cast<int>(body["prompt"].size())
+                             : 7;
+      send_event(socket,
+                 nlohmann::json{{"choices", nlohmann::json::array()},
+                                {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", n}}}}
+                     .dump());
     }
     send_event(socket, "[DONE]");
     finish(socket, "0\r\n\r\n");

@@ -42,7 +42,8 @@ class BenchOfflineCli : public ::testing::Test {
 };
 
 TEST_F(BenchOfflineCli, LatencyOnDummyWeightsFromConfigOnly) {
-  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/llama3/config.json", dir_ / "config.json");
+  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/llama3/config.json",
+                dir_ / "config.json");
   auto j = run_json("bench latency --model " + dir_.string() +
                     " --load-format dummy --input-len 12 --output-len 5 --iters 3 --warmup-iters 1"
                     " --kv-cache-memory 8");
@@ -55,15 +56,20 @@ TEST_F(BenchOfflineCli, LatencyOnDummyWeightsFromConfigOnly) {
   EXPECT_EQ(r["decode_ms_per_step"]["count"], 3 * 4);  // output_len - 1 gaps per iteration
   EXPECT_GT(r["prefill_ms"]["mean"].get<double>(), 0);
   EXPECT_GT(r["decode_ms_per_step"]["p50"].get<double>(), 0);
-  EXPECT_LE(r["decode_ms_per_step"]["p50"].get<double>(), r["decode_ms_per_step"]["p99"].get<double>());
+  EXPECT_LE(r["decode_ms_per_step"]["p50"].get<double>(),
+            r["decode_ms_per_step"]["p99"].get<double>());
   EXPECT_GT(r["weight_bytes_per_step"].get<double>(), 0);
   EXPECT_GT(r["decode_weight_gbps_mean"].get<double>(), 0);
   EXPECT_NE(output_.find("GB/s"), std::string::npos);
 }
 
 TEST_F(BenchOfflineCli, LatencyRefusesConfigOnlyFolderWithoutDummy) {
-  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/qwen2/config.json", dir_ / "config.json");
-  FILE* p = popen((binary_ + " bench latency --model " + dir_.string() + " --input-len 4 --output-len 2 2>&1").c_str(), "r");
+  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/qwen2/config.json",
+                dir_ / "config.json");
+  FILE* p = popen(
+      (binary_ + " bench latency --model " + dir_.string() + " --input-len 4 --output-len 2 2>&1")
+          .c_str(),
+      "r");
   std::string out;
   char buf[4096];
   size_t n;
@@ -74,7 +80,8 @@ TEST_F(BenchOfflineCli, LatencyRefusesConfigOnlyFolderWithoutDummy) {
 }
 
 TEST_F(BenchOfflineCli, ThroughputOnShippedModel) {
-  auto j = run_json("bench throughput --input-len 8 --output-len 4 --num-prompts 6 --kv-cache-memory 16");
+  auto j = run_json(
+      "bench throughput --input-len 8 --output-len 4 --num-prompts 6 --kv-cache-memory 16");
   ASSERT_TRUE(j.is_object()) << output_;
   EXPECT_EQ(j["benchmark"], "throughput");
   EXPECT_EQ(j["model"]["load_format"], "auto");

@@ -1,5 +1,7 @@
 // `kite bench serve` against a fake streaming server (fake_openai_server.h): request bodies,
 // measurements, concurrency cap, arrival schedule, failures, and the CLI's JSON and plot.
+#include "bench/serve_bench.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "bench/serve_bench.h"
 #include "fake_openai_server.h"
 
 namespace kite::bench {
@@ -29,7 +30,8 @@ std::vector<BenchRequest> random_requests(int n, int input_len, int output_len, 
   return *d;
 }
 
-ServeRun run_against(FakeOpenAiServer& server, const ServeRunConfig& config, const std::vector<BenchRequest>& reqs) {
+ServeRun run_against(FakeOpenAiServer& server, const ServeRunConfig& config,
+                     const std::vector<BenchRequest>& reqs) {
   auto client = HttpClient::create(server.url());
   EXPECT_TRUE(client.ok()) << client.status().message();
   auto run = run_serve_benchmark(**client, config, reqs);
@@ -121,7 +123,8 @@ TEST(BenchServe, FailuresAreCountedNotFatal) {
   EXPECT_EQ(run.metrics.completed, 4);
   EXPECT_EQ(run.metrics.failed, 2);
   ASSERT_FALSE(run.metrics.first_errors.empty());
-  EXPECT_NE(run.metrics.first_errors[0].find("HTTP 500"), std::string::npos) << run.metrics.first_errors[0];
+  EXPECT_NE(run.metrics.first_errors[0].find("HTTP 500"), std::string::npos)
+      << run.metrics.first_errors[0];
   EXPECT_NE(run.metrics.first_errors[0].find("injected failure"), std::string::npos);
 }
 
@@ -198,16 +201,18 @@ TEST(BenchServeCli, RateSweepWritesJsonAndPlot) {
   opt.first_token_delay_ms = 5;
   opt.token_delay_ms = 2;
   FakeOpenAiServer server(opt);
-  const fs::path dir = fs::temp_directory_path() / ("kite_bench_serve_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("kite_bench_serve_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string json_path = (dir / "r.json").string(), plot_path = (dir / "p.html").string();
   int code = -1;
-  const std::string out = run_command(binary + " bench serve --url " + server.url() +
-                                          " --dataset shared-prefix --prefix-len 6 --input-len 4 --output-len 3"
-                                          " --num-prompts 5 --request-rate 50,inf --max-concurrency 4"
-                                          " --slo-ttft-ms 10000 --slo-tpot-ms 0.001 --seed 2 --result-json " +
-                                          json_path + " --plot " + plot_path,
-                                      &code);
+  const std::string out =
+      run_command(binary + " bench serve --url " + server.url() +
+                      " --dataset shared-prefix --prefix-len 6 --input-len 4 --output-len 3"
+                      " --num-prompts 5 --request-rate 50,inf --max-concurrency 4"
+                      " --slo-ttft-ms 10000 --slo-tpot-ms 0.001 --seed 2 --result-json " +
+                      json_path + " --plot " + plot_path,
+                  &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("Serving Benchmark Result"), std::string::npos) << out;
   std::ifstream jf(json_path);
@@ -224,7 +229,8 @@ TEST(BenchServeCli, RateSweepWritesJsonAndPlot) {
     EXPECT_EQ(r["total_input_tokens"], 50);
     EXPECT_EQ(r["total_output_tokens"], 15);
     for (const char* k : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"})
-      for (const char* s : {"mean", "p50", "p90", "p99"}) EXPECT_TRUE(r[k][s].is_number()) << k << "." << s;
+      for (const char* s : {"mean", "p50", "p90", "p99"})
+        EXPECT_TRUE(r[k][s].is_number()) << k << "." << s;
     EXPECT_GT(r["request_throughput"].get<double>(), 0);
     EXPECT_GT(r["output_throughput"].get<double>(), 0);
     EXPECT_GT(r["total_token_throughput"].get<double>(), r["output_throughput"].get<double>());

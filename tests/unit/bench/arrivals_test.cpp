@@ -1,10 +1,11 @@
 // Arrival schedules: the mean rate holds for every burstiness, and burstiness sets the
 // spread of the gaps (gamma: coefficient of variation 1/sqrt(shape)).
+#include "bench/arrivals.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "bench/arrivals.h"
 #include "bench/serve_bench.h"
 
 namespace kite::bench {

@@ -1,4 +1,6 @@
 // Dataset generation: exact token-id lengths, shared prefixes, id range, determinism, JSONL.
+#include "bench/dataset.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -6,8 +8,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include "bench/dataset.h"
 
 namespace kite::bench {
 namespace {
@@ -67,7 +67,8 @@ TEST(BenchDataset, SharedPrefixIsCommonAndSuffixRandom) {
     ASSERT_EQ(r.prompt_token_ids.size(), 80u);
     EXPECT_EQ(r.input_len, 80);
     const auto& same = (*d)[i % 2];
-    EXPECT_TRUE(std::equal(r.prompt_token_ids.begin(), r.prompt_token_ids.begin() + 64, same.prompt_token_ids.begin()));
+    EXPECT_TRUE(std::equal(r.prompt_token_ids.begin(), r.prompt_token_ids.begin() + 64,
+                           same.prompt_token_ids.begin()));
     if (i >= 2) EXPECT_NE(r.prompt_token_ids, same.prompt_token_ids);  // suffixes differ
   }
   EXPECT_FALSE(std::equal((*d)[0].prompt_token_ids.begin(), (*d)[0].prompt_token_ids.begin() + 64,
@@ -98,7 +99,9 @@ TEST(BenchDataset, TextPromptsHaveRequestedWordCount) {
 class BenchJsonl : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::temp_directory_path() / ("kite_bench_" + std::to_string(::getpid()) + ".jsonl")).string();
+    path_ = (std::filesystem::temp_directory_path() /
+             ("kite_bench_" + std::to_string(::getpid()) + ".jsonl"))
+                .string();
   }
   void TearDown() override { std::filesystem::remove(path_); }
   void write(const std::string& text) { std::ofstream(path_) << text; }

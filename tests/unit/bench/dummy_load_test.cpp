@@ -25,8 +25,9 @@ class ConfigOnlyDir {
   explicit ConfigOnlyDir(const std::string& fixture) {
     dir_ = fs::temp_directory_path() / ("kite_dummy_" + fixture + "_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
-    fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "/config.json",
-                  dir_ / "config.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(
+        std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "/config.json",
+        dir_ / "config.json", fs::copy_options::overwrite_existing);
   }
   ~ConfigOnlyDir() { fs::remove_all(dir_); }
   std::string path() const { return dir_.string(); }
@@ -79,7 +80,8 @@ TEST_P(DummyLoad, ForwardGivesFiniteDeterministicLogits) {
   EXPECT_NE(run_prompt(**c, ids), la) << "another seed, other weights";
 }
 
-INSTANTIATE_TEST_SUITE_P(Bench, DummyLoad, ::testing::Values("llama3", "qwen2", "deepseek_v2", "deepseek_v3"));
+INSTANTIATE_TEST_SUITE_P(Bench, DummyLoad,
+                         ::testing::Values("llama3", "qwen2", "deepseek_v2", "deepseek_v3"));
 
 TEST(BenchDummyWeights, ScalesByKind) {
   Tensor w = make_dummy_tensor("model.layers.0.mlp.down_proj.weight", {96, 1024}, 9);
@@ -100,11 +102,10 @@ TEST(BenchDummyWeights, ScalesByKind) {
   for (float x : bias.f32()) ASSERT_LE(std::fabs(x), 0.02f);
 
   // Deterministic in (seed, name); names and seeds decorrelate.
-  EXPECT_EQ(std::vector<float>(w.f32().begin(), w.f32().end()),
-            [] {
-              Tensor again = make_dummy_tensor("model.layers.0.mlp.down_proj.weight", {96, 1024}, 9);
-              return std::vector<float>(again.f32().begin(), again.f32().end());
-            }());
+  EXPECT_EQ(std::vector<float>(w.f32().begin(), w.f32().end()), [] {
+    Tensor again = make_dummy_tensor("model.layers.0.mlp.down_proj.weight", {96, 1024}, 9);
+    return std::vector<float>(again.f32().begin(), again.f32().end());
+  }());
   Tensor other = make_dummy_tensor("model.layers.1.mlp.down_proj.weight", {96, 1024}, 9);
   EXPECT_NE(w.f32()[0], other.f32()[0]);
 }
@@ -115,7 +116,8 @@ TEST(BenchDummyWeights, StoreTiesLmHeadOnlyWhenConfigured) {
   ModelConfig untied;
   EXPECT_FALSE(WeightStore::dummy(tied, 0).contains("lm_head.weight"));
   EXPECT_TRUE(WeightStore::dummy(untied, 0).contains("lm_head.weight"));
-  EXPECT_TRUE(WeightStore::dummy(tied, 0).contains("model.layers.1.mlp.gate.e_score_correction_bias"));
+  EXPECT_TRUE(
+      WeightStore::dummy(tied, 0).contains("model.layers.1.mlp.gate.e_score_correction_bias"));
   auto t = WeightStore::dummy(untied, 0).get_f32("x.weight", {3, 5});
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->shape(), (Shape{3, 5}));

@@ -1,8 +1,8 @@
 // Request bodies and the streamed-response recorder (what counts as a token chunk, usage,
 // errors) for both endpoints.
-#include <gtest/gtest.h>
-
 #include "bench/openai_stream.h"
+
+#include <gtest/gtest.h>
 
 namespace kite::bench {
 namespace {
@@ -33,7 +33,8 @@ TEST(BenchOpenAi, ChatBodyWrapsTextAndKeepsMessages) {
   ASSERT_TRUE(body.ok());
   EXPECT_EQ((*body)["messages"][0]["role"], "user");
   EXPECT_EQ((*body)["messages"][0]["content"], "hello there");
-  r.messages = nlohmann::json::array({{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "u"}}});
+  r.messages = nlohmann::json::array(
+      {{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "u"}}});
   body = make_request_body(r, Endpoint::kChat, "m");
   EXPECT_EQ((*body)["messages"].size(), 2u);
   EXPECT_FALSE(make_request_body(r, Endpoint::kCompletions, "m").ok());
@@ -41,11 +42,16 @@ TEST(BenchOpenAi, ChatBodyWrapsTextAndKeepsMessages) {
 
 TEST(BenchOpenAi, CompletionsRecorderUsesUsageAndChunkTimes) {
   StreamRecorder rec(Endpoint::kCompletions);
-  rec.on_event(data({{"choices", {{{"index", 0}, {"text", "He"}, {"finish_reason", nullptr}}}}}), 0.30);
-  rec.on_event(data({{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", nullptr}}}}}), 0.35);  // held bytes
-  rec.on_event(data({{"choices", {{{"index", 0}, {"text", "llo"}, {"finish_reason", "length"}}}}}), 0.45);
-  rec.on_event(data({{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", "length"}}}}}), 0.46);  // not a token
-  rec.on_event(data({{"choices", nlohmann::json::array()}, {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 4}}}}),
+  rec.on_event(data({{"choices", {{{"index", 0}, {"text", "He"}, {"finish_reason", nullptr}}}}}),
+               0.30);
+  rec.on_event(data({{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", nullptr}}}}}),
+               0.35);  // held bytes
+  rec.on_event(data({{"choices", {{{"index", 0}, {"text", "llo"}, {"finish_reason", "length"}}}}}),
+               0.45);
+  rec.on_event(data({{"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", "length"}}}}}),
+               0.46);  // not a token
+  rec.on_event(data({{"choices", nlohmann::json::array()},
+                     {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 4}}}}),
                0.47);
   rec.on_event({"", "[DONE]"}, 0.48);
   BenchRequest req;
@@ -66,12 +72,20 @@ TEST(BenchOpenAi, CompletionsRecorderUsesUsageAndChunkTimes) {
 
 TEST(BenchOpenAi, ChatRecorderSkipsRoleAndFinishChunks) {
   StreamRecorder rec(Endpoint::kChat);
-  rec.on_event(data({{"choices", {{{"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}}}}),
-               0.01);
-  rec.on_event(data({{"choices", {{{"delta", {{"content", "Hi"}}}, {"finish_reason", nullptr}}}}}), 0.20);
-  rec.on_event(data({{"choices", {{{"delta", {{"reasoning_content", "hmm"}}}, {"finish_reason", nullptr}}}}}), 0.25);
-  rec.on_event(data({{"choices", {{{"delta", {{"content", ""}}}, {"finish_reason", nullptr}}}}}), 0.27);
-  rec.on_event(data({{"choices", {{{"delta", nlohmann::json::object()}, {"finish_reason", "stop"}}}}}), 0.30);
+  rec.on_event(
+      data({{"choices",
+             {{{"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}}}}),
+      0.01);
+  rec.on_event(data({{"choices", {{{"delta", {{"content", "Hi"}}}, {"finish_reason", nullptr}}}}}),
+               0.20);
+  rec.on_event(data({{"choices",
+                      {{{"delta", {{"reasoning_content", "hmm"}}}, {"finish_reason", nullptr}}}}}),
+               0.25);
+  rec.on_event(data({{"choices", {{{"delta", {{"content", ""}}}, {"finish_reason", nullptr}}}}}),
+               0.27);
+  rec.on_event(
+      data({{"choices", {{{"delta", nlohmann::json::object()}, {"finish_reason", "stop"}}}}}),
+      0.30);
   rec.on_event({"", "[DONE]"}, 0.31);
   BenchRequest req;
   req.input_len = 5;
@@ -88,7 +102,8 @@ TEST(BenchOpenAi, RecorderFailures) {
   BenchRequest req;
   {
     StreamRecorder rec(Endpoint::kCompletions);
-    rec.on_event(data({{"error", {{"message", "prompt too long"}, {"type", "BadRequestError"}}}}), 0.1);
+    rec.on_event(data({{"error", {{"message", "prompt too long"}, {"type", "BadRequestError"}}}}),
+                 0.1);
     RequestResult r = rec.finish(req, ok_status(), 0.1);
     EXPECT_FALSE(r.success);
     EXPECT_NE(r.error.find("prompt too long"), std::string::npos) << r.error;

@@ -1,9 +1,9 @@
 // The SSE parser gives the same events however the byte stream is cut into pieces.
+#include "bench/sse_parser.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "bench/sse_parser.h"
 
 namespace kite::bench {
 namespace {
@@ -21,7 +21,8 @@ std::vector<SseEvent> parse_in_pieces(const std::string& stream, const std::vect
   return events;
 }
 
-void expect_events(const std::vector<SseEvent>& got, const std::vector<SseEvent>& want, const std::string& ctx) {
+void expect_events(const std::vector<SseEvent>& got, const std::vector<SseEvent>& want,
+                   const std::string& ctx) {
   ASSERT_EQ(got.size(), want.size()) << ctx;
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(got[i].data, want[i].data) << ctx << " event " << i;
@@ -36,7 +37,9 @@ TEST(BenchSseParser, OpenAiStyleStream) {
       "data: {\"choices\":[{\"text\":\"b\\n\"}]}\n\n"
       "data: [DONE]\n\n";
   expect_events(parse_in_pieces(s, {}),
-                {{"", "{\"choices\":[{\"text\":\"a\"}]}"}, {"", "{\"choices\":[{\"text\":\"b\\n\"}]}"}, {"", "[DONE]"}},
+                {{"", "{\"choices\":[{\"text\":\"a\"}]}"},
+                 {"", "{\"choices\":[{\"text\":\"b\\n\"}]}"},
+                 {"", "[DONE]"}},
                 "whole");
 }
 
@@ -47,7 +50,10 @@ TEST(BenchSseParser, FieldsLineEndingsAndMultilineData) {
       "retry: 100\n\n"             // no data: not dispatched
       "data: tail without blank line\n";
   expect_events(parse_in_pieces(s, {}),
-                {{"delta", "no-space\n two spaces"}, {"", "cr only"}, {"", ""}, {"", "tail without blank line"}},
+                {{"delta", "no-space\n two spaces"},
+                 {"", "cr only"},
+                 {"", ""},
+                 {"", "tail without blank line"}},
                 "whole");
 }
 
@@ -80,7 +86,8 @@ TEST(BenchSseParser, SameEventsForEverySplit) {
     expect_events(parse_in_pieces(stream, {cut}), want, "cut at " + std::to_string(cut));
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<size_t> cuts;
-    for (size_t p = 0; p < stream.size(); p += 1 + rng() % (trial % 4 == 0 ? 2 : 37)) cuts.push_back(p);
+    for (size_t p = 0; p < stream.size(); p += 1 + rng() % (trial % 4 == 0 ? 2 : 37))
+      cuts.push_back(p);
     expect_events(parse_in_pieces(stream, cuts), want, "trial " + std::to_string(trial));
   }
 }

@@ -1,11 +1,12 @@
 // Benchmark statistics: numpy-compatible percentiles, summaries and goodput under SLOs.
+#include "bench/stats.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "bench/serve_metrics.h"
-#include "bench/stats.h"
 
 namespace kite::bench {
 namespace {
