@@ -120,14 +120,14 @@ void add_serve(CLI::App* bench, CommandRunner* run) {
       ->check(CLI::IsMember({"random", "shared-prefix", "jsonl"}));
   cmd->add_option("--dataset-path", f->data.path,
                   "JSONL file: {\"prompt\": ...} or {\"messages\": [...]} per line");
-  cmd->add_option("--input-len", f->data.input_len, "Prompt tokens (random part)")
+  cmd->add_option("--input-len", f->data.input_len, "Prompt tokens (random part; default 1024)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--output-len", f->data.output_len, "max_tokens of every request")
+  cmd->add_option("--output-len", f->data.output_len, "max_tokens of every request (default 128)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--prefix-len", f->data.prefix_len, "shared-prefix: tokens of the common prefix");
   cmd->add_option("--num-prefixes", f->data.num_prefixes, "shared-prefix: distinct prefixes")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--num-prompts", f->data.num_prompts, "Requests per rate")
+  cmd->add_option("--num-prompts", f->data.num_prompts, "Requests per rate (default 1000)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--vocab-size", f->data.vocab_size,
                   "Random token ids are drawn below this (default 10000)")

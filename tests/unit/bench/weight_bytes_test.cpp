@@ -76,6 +76,9 @@ TEST(BenchDecodeWeightBytes, PublishedConfigs) {
   auto llama = load_model_config(root + "llama3_8b");
   ASSERT_TRUE(llama.ok()) << llama.status().message();
   EXPECT_EQ(count_params(*llama).total, 8030261248);  // Llama-3(.1)-8B
+  auto qwen = load_model_config(root + "qwen2_5_0_5b");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().message();
+  EXPECT_EQ(count_params(*qwen).total, 494032768);  // Qwen2.5-0.5B (tied embeddings, qkv bias)
   auto lite = load_model_config(root + "deepseek_v2_lite");
   ASSERT_TRUE(lite.ok()) << lite.status().message();
   const ParamCounts p = count_params(*lite);
