@@ -57,12 +57,14 @@ TEST(BenchServe, CompletionsStreamMeasuredUnderConcurrencyCap) {
   EXPECT_EQ(m.total_input_tokens, 9 * 12);  // the server's usage.prompt_tokens
   EXPECT_LE(server.max_concurrent(), 3);
   EXPECT_GE(server.max_concurrent(), 2);
-  // The server delays are lower bounds of what the client measures.
+  // The server's delays bound what the client measures from below. Strictly only for
+  // absolute times (a descheduled client may read two token events at once, shrinking one
+  // gap and growing the next), so gaps are checked through their largest values.
   EXPECT_GE(m.ttft_ms.min, 30.0);
-  EXPECT_GE(m.tpot_ms.min, 6.0);
-  EXPECT_EQ(m.itl_ms.count, 9 * 4);
-  EXPECT_GE(m.itl_ms.p50, 6.0);
   EXPECT_GE(m.e2e_ms.min, 30.0 + 4 * 6.0);
+  EXPECT_EQ(m.itl_ms.count, 9 * 4);
+  EXPECT_GE(m.itl_ms.p90, 6.0);
+  EXPECT_GE(m.tpot_ms.max, 6.0);
   // 9 requests, 3 at a time, each >= 54 ms: at least 3 rounds.
   EXPECT_GE(m.duration_s, 3 * 0.054);
   EXPECT_NEAR(m.request_throughput, 9 / m.duration_s, 1e-9);
@@ -70,6 +72,11 @@ TEST(BenchServe, CompletionsStreamMeasuredUnderConcurrencyCap) {
     EXPECT_TRUE(r.success) << r.error;
     EXPECT_TRUE(r.usage_reported);
     EXPECT_EQ(r.num_content_chunks, 5);
+    double last_chunk_s = r.ttft_s;
+    for (double gap : r.itl_s) last_chunk_s += gap;
+    EXPECT_GE(last_chunk_s, 0.030 + 4 * 0.006);  // the last token left the server then
+    EXPECT_LE(last_chunk_s, r.e2e_s);
+    EXPECT_DOUBLE_EQ(r.tpot_s(), (r.e2e_s - r.ttft_s) / 4);
   }
   auto bodies = server.bodies();
   ASSERT_EQ(bodies.size(), 9u);
@@ -143,9 +150,11 @@ TEST(BenchServe, RequestsLeaveOnTheArrivalSchedule) {
   auto want = arrival_offsets_s(ArrivalConfig{40, 0.5, 3}, n);
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(run.metrics.completed, n);
+  // Never early (strict: timers do not fire before their time); late only by scheduling
+  // noise, with a bound loose enough for a loaded 2-core CI machine.
   for (int i = 0; i < n; ++i) {
     EXPECT_GE(run.results[i].send_s, (*want)[i] - 1e-3) << i;
-    EXPECT_LE(run.results[i].send_s, (*want)[i] + 0.25) << i;  // generous: shared CI cores
+    EXPECT_LE(run.results[i].send_s, (*want)[i] + 1.0) << i;
   }
 }
 
