@@ -39,6 +39,15 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-waiting", c->max_waiting, "Queued requests beyond this get HTTP 429")
       ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option_function<std::string>(
+         "--load-format",
+         [c](const std::string& name) {
+           auto format = parse_load_format(name);
+           if (!format.ok()) throw CLI::ValidationError("--load-format", format.status().message());
+           c->load_format = *format;
+         },
+         "auto: read the checkpoint; dummy: random weights from config.json alone (benchmarks)")
+      ->check(CLI::IsMember({"auto", "dummy"}));
   cmd->add_flag_callback(
       "--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
       "Disable automatic prefix caching");

@@ -13,7 +13,8 @@ namespace kite::cli {
 std::string default_model_dir();
 
 // Adds --model, --kv-cache-memory, --block-size, --max-num-seqs, --max-num-batched-tokens,
-// --max-model-len, --max-waiting, --no-enable-prefix-caching to `cmd`, writing into `config`.
+// --max-model-len, --max-waiting, --load-format, --no-enable-prefix-caching to `cmd`, writing into
+// `config`.
 void add_engine_flags(CLI::App* cmd, EngineConfig* config);
 // Fills config->model_dir with the default when it is empty.
 void resolve_model_dir(EngineConfig* config);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sampling/stop_checker.h"
+#include "tokenizer/byte_level.h"
 
 namespace kite {
 
@@ -45,6 +46,33 @@ std::vector<int32_t> collect_eos_ids(const std::string& dir, const ModelConfig& 
   return ids;
 }
 
+// For dummy loads of a folder that holds only config.json: a byte-level BPE tokenizer whose
+// ids 0-255 are the 256 bytes and that knows no other token, so token-id prompts work and
+// generated ids above 255 decode to nothing (dummy outputs are noise anyway).
+Result<Tokenizer> byte_placeholder_tokenizer() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_level::encode(std::string(1, static_cast<char>(b)))] = b;
+  nlohmann::json tj = {
+      {"version", "1.0"},
+      {"added_tokens", nlohmann::json::array()},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  return Tokenizer::from_json(tj.dump(), "", "placeholder byte tokenizer (dummy load)");
+}
+
+Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
+  Result<Tokenizer> tokenizer = Tokenizer::from_dir(config.model_dir);
+  if (tokenizer.ok() || config.load_format != LoadFormat::kDummy ||
+      tokenizer.status().code() != ErrorCode::kNotFound)
+    return tokenizer;
+  spdlog::warn(
+      "{} has no tokenizer.json: using a byte-level placeholder tokenizer "
+      "(text encodes as raw bytes)",
+      config.model_dir);
+  return byte_placeholder_tokenizer();
+}
+
 std::string finish_name(sched::RequestStatus s) {
   switch (s) {
     case sched::RequestStatus::kFinishedStopped:
@@ -61,8 +89,9 @@ std::string finish_name(sched::RequestStatus s) {
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
-  KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(config.model_dir));
-  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(config.model_dir));
+  KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, load_tokenizer(config));
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                        load_model(config.model_dir, LoadOptions{config.load_format, 0}));
   const KvCacheSpec spec = model->kv_cache_spec();
   const int64_t num_blocks =
       KvCache::blocks_for_budget(spec, config.block_size, config.kv_cache_memory_bytes);

@@ -4,10 +4,15 @@
 #include <cstdint>
 #include <string>
 
+#include "model/load_options.h"
+
 namespace kite {
 
 struct EngineConfig {
-  std::string model_dir;                        // --model
+  std::string model_dir;  // --model
+  // --load-format: kDummy invents the weights from config.json; a folder without
+  // tokenizer.json then gets a byte-level placeholder tokenizer (ids 0-255 are bytes).
+  LoadFormat load_format = LoadFormat::kAuto;
   int64_t kv_cache_memory_bytes = 256ll << 20;  // --kv-cache-memory (CPU KV budget)
   int32_t block_size = 16;                      // --block-size
   int32_t max_num_seqs = 64;                    // --max-num-seqs

@@ -15,6 +15,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/load_options.h"
 #include "model/weight_store.h"
 
 namespace kite {
@@ -32,8 +33,11 @@ using ModelBuilder =
     std::function<Result<std::unique_ptr<Model>>(const ModelConfig&, const WeightStore&)>;
 
 // Loads config.json and the safetensors weights of `model_dir` and builds the model its
-// model_type names. Errors name the file, tensor or field at fault.
-Result<std::unique_ptr<Model>> load_model(const std::string& model_dir);
+// model_type names. Errors name the file, tensor or field at fault. With
+// options.load_format == kDummy only config.json is read and the weights are invented
+// (WeightStore::dummy).
+Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
+                                          const LoadOptions& options = {});
 
 // Architecture builders (archs/*.cpp).
 Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig&, const WeightStore&);

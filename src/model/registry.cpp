@@ -4,24 +4,40 @@
 
 namespace kite {
 
-Result<std::unique_ptr<Model>> load_model(const std::string& model_dir) {
+Result<LoadFormat> parse_load_format(std::string_view name) {
+  if (name == "auto") return LoadFormat::kAuto;
+  if (name == "dummy") return LoadFormat::kDummy;
+  return invalid_argument("unknown load format '" + std::string(name) +
+                          "' (expected auto or dummy)");
+}
+
+std::string_view load_format_name(LoadFormat format) {
+  return format == LoadFormat::kDummy ? "dummy" : "auto";
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
+                                          const LoadOptions& options) {
   KITE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
-  KITE_ASSIGN_OR_RETURN(WeightStore weights,
-                        WeightStore::open(model_dir, WeightStoreOptions::from_config(config)));
+  const bool dummy = options.load_format == LoadFormat::kDummy;
+  Result<WeightStore> weights =
+      dummy ? Result<WeightStore>(WeightStore::dummy(config, options.dummy_seed))
+            : WeightStore::open(model_dir, WeightStoreOptions::from_config(config));
+  if (!weights.ok()) return weights.status();
   Result<std::unique_ptr<Model>> model = unsupported("model_type " + config.model_type_name);
   switch (config.model_type) {
     case ModelType::kLlama:
     case ModelType::kQwen2:
-      model = build_llama_family(config, weights);
+      model = build_llama_family(config, *weights);
       break;
     case ModelType::kDeepseekV2:
     case ModelType::kDeepseekV3:
-      model = build_deepseek(config, weights);
+      model = build_deepseek(config, *weights);
       break;
   }
   if (!model.ok()) return model.status().with_context("loading " + model_dir);
-  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}", config.model_type_name,
-               config.num_hidden_layers, config.hidden_size, config.vocab_size, model_dir);
+  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{}", config.model_type_name,
+               config.num_hidden_layers, config.hidden_size, config.vocab_size, model_dir,
+               dummy ? " with dummy (random) weights" : "");
   return model;
 }
 

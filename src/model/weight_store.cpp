@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "model/config.h"
+#include "model/dummy_weights.h"
 #include "model/safetensors.h"
 
 namespace kite {
@@ -246,11 +247,22 @@ Status WeightStore::add_index(const std::string& index_path) {
   return ok_status();
 }
 
+WeightStore WeightStore::dummy(const ModelConfig& config, uint64_t seed) {
+  WeightStore store;
+  store.model_dir_ = "<dummy weights>";
+  store.options_ = WeightStoreOptions::from_config(config);
+  store.dummy_ = DummySpec{seed, config.tie_word_embeddings};
+  return store;
+}
+
 const std::string& WeightStore::file_path(const Entry& e) const {
   return files_[e.file_index]->path;
 }
 
-bool WeightStore::contains(const std::string& name) const { return entries_.count(name) > 0; }
+bool WeightStore::contains(const std::string& name) const {
+  if (dummy_) return !(dummy_->tie_word_embeddings && name == "lm_head.weight");
+  return entries_.count(name) > 0;
+}
 
 std::vector<std::string> WeightStore::names() const {
   std::vector<std::string> out;
@@ -289,6 +301,7 @@ Result<Tensor> WeightStore::get_raw(const std::string& name) const {
 }
 
 Result<Tensor> WeightStore::get_f32(const std::string& name, const Shape& expected) const {
+  if (dummy_) return make_dummy_tensor(name, expected, dummy_->seed);
   KITE_ASSIGN_OR_RETURN(const Entry* e, find_entry(name));
   if (e->shape != expected)
     return invalid_argument("tensor '" + name + "' has shape " + shape_to_string(e->shape) +

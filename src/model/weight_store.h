@@ -21,6 +21,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ class WeightStore {
  public:
   static Result<WeightStore> open(const std::string& model_dir);
   static Result<WeightStore> open(const std::string& model_dir, const WeightStoreOptions& options);
+  // A store without files for `--load-format dummy`: get_f32 invents every tensor asked for
+  // with the expected shape (model/dummy_weights.h, deterministic in seed and name), and
+  // contains() is true for every name but a tied lm_head. names()/info()/get_raw() see nothing.
+  static WeightStore dummy(const ModelConfig& config, uint64_t seed);
+  bool is_dummy() const { return dummy_.has_value(); }
 
   bool contains(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
@@ -84,6 +90,11 @@ class WeightStore {
   std::map<std::string, Entry> entries_;
   std::string model_dir_;
   WeightStoreOptions options_;
+  struct DummySpec {
+    uint64_t seed;
+    bool tie_word_embeddings;
+  };
+  std::optional<DummySpec> dummy_;
 };
 
 }  // namespace kite

@@ -1,0 +1,25 @@
+// How load_model() obtains weights: from the checkpoint's safetensors files (kAuto), or
+// invented from config.json alone (kDummy: deterministic random weights, for benchmarking
+// shapes whose checkpoint is not at hand — the outputs are meaningless, the timings are not).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kite {
+
+enum class LoadFormat { kAuto, kDummy };
+
+struct LoadOptions {
+  LoadFormat load_format = LoadFormat::kAuto;
+  uint64_t dummy_seed = 0;  // kDummy: same seed + same config -> bit-identical weights
+};
+
+// "auto" | "dummy" (the --load-format flag values, as in vLLM).
+Result<LoadFormat> parse_load_format(std::string_view name);
+std::string_view load_format_name(LoadFormat format);
+
+}  // namespace kite

@@ -1,0 +1,99 @@
+// `kite bench latency` on dummy weights from a config-only folder, and `kite bench
+// throughput` on the shipped model, through the built binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace kite {
+namespace {
+
+namespace fs = std::filesystem;
+
+class BenchOfflineCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    binary_ = std::string(KITE_BINARY_DIR) + "/kite";
+    if (!fs::exists(binary_)) GTEST_SKIP() << binary_ << " is not built";
+    dir_ = fs::temp_directory_path() / ("kite_bench_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  nlohmann::json run_json(const std::string& args) {
+    const std::string json_path = (dir_ / "result.json").string();
+    std::string out;
+    FILE* p = popen((binary_ + " " + args + " --result-json " + json_path + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = p ? pclose(p) : -1;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+    output_ = out;
+    std::ifstream f(json_path);
+    return nlohmann::json::parse(f, nullptr, false);
+  }
+  std::string binary_, output_;
+  fs::path dir_;
+};
+
+TEST_F(BenchOfflineCli, LatencyOnDummyWeightsFromConfigOnly) {
+  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/llama3/config.json",
+                dir_ / "config.json");
+  auto j = run_json("bench latency --model " + dir_.string() +
+                    " --load-format dummy --input-len 12 --output-len 5 --iters 3 --warmup-iters 1"
+                    " --kv-cache-memory 8");
+  ASSERT_TRUE(j.is_object()) << output_;
+  EXPECT_EQ(j["benchmark"], "latency");
+  EXPECT_EQ(j["model"]["load_format"], "dummy");
+  EXPECT_EQ(j["model"]["model_type"], "llama");
+  const auto& r = j["result"];
+  EXPECT_EQ(r["prefill_ms"]["count"], 3);
+  EXPECT_EQ(r["decode_ms_per_step"]["count"], 3 * 4);  // output_len - 1 gaps per iteration
+  EXPECT_GT(r["prefill_ms"]["mean"].get<double>(), 0);
+  EXPECT_GT(r["decode_ms_per_step"]["p50"].get<double>(), 0);
+  EXPECT_LE(r["decode_ms_per_step"]["p50"].get<double>(),
+            r["decode_ms_per_step"]["p99"].get<double>());
+  EXPECT_GT(r["weight_bytes_per_step"].get<double>(), 0);
+  EXPECT_GT(r["decode_weight_gbps_mean"].get<double>(), 0);
+  EXPECT_NE(output_.find("GB/s"), std::string::npos);
+}
+
+TEST_F(BenchOfflineCli, LatencyRefusesConfigOnlyFolderWithoutDummy) {
+  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/qwen2/config.json",
+                dir_ / "config.json");
+  FILE* p = popen(
+      (binary_ + " bench latency --model " + dir_.string() + " --input-len 4 --output-len 2 2>&1")
+          .c_str(),
+      "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
+  EXPECT_NE(out.find("kite: error:"), std::string::npos) << out;
+}
+
+TEST_F(BenchOfflineCli, ThroughputOnShippedModel) {
+  auto j = run_json(
+      "bench throughput --input-len 8 --output-len 4 --num-prompts 6 --kv-cache-memory 16");
+  ASSERT_TRUE(j.is_object()) << output_;
+  EXPECT_EQ(j["benchmark"], "throughput");
+  EXPECT_EQ(j["model"]["load_format"], "auto");
+  const auto& r = j["result"];
+  EXPECT_EQ(r["total_prompt_tokens"], 6 * 8);
+  EXPECT_EQ(r["total_output_tokens"], 6 * 4);
+  const double elapsed = r["elapsed_s"].get<double>();
+  ASSERT_GT(elapsed, 0);
+  EXPECT_NEAR(r["requests_per_s"].get<double>(), 6 / elapsed, 1e-6);
+  EXPECT_NEAR(r["output_tokens_per_s"].get<double>(), 24 / elapsed, 1e-6);
+  EXPECT_NEAR(r["total_tokens_per_s"].get<double>(), 72 / elapsed, 1e-6);
+}
+
+}  // namespace
+}  // namespace kite
