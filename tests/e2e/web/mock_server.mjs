@@ -94,8 +94,7 @@ export function startMock({ port = 0, host = "127.0.0.1", apiKey = "", tokenMs =
 
   function start(r) {
     st.running.add(r);
-    const t0 = Date.now() / 1000;
-    let last = t0;
+    let last = Date.now() / 1000;
     const step = () => {
       if (r.done) return;
       const now = Date.now() / 1000;
@@ -122,7 +121,7 @@ export function startMock({ port = 0, host = "127.0.0.1", apiKey = "", tokenMs =
     if (wasRunning && st.queue.length) start(st.queue.shift());
   }
 
-  function chat(req, res, body) {
+  function chat(res, body) {
     if (!Array.isArray(body.messages) || body.messages.length === 0) {
       return json(res, 400, { error: { message: "messages must be a non-empty array", type: "invalid_request_error" } });
     }
@@ -187,7 +186,7 @@ export function startMock({ port = 0, host = "127.0.0.1", apiKey = "", tokenMs =
         try { body = JSON.parse(raw); } catch (e) {
           return json(res, 400, { error: { message: "body is not JSON: " + e.message, type: "invalid_request_error" } });
         }
-        chat(req, res, body);
+        chat(res, body);
       });
       return;
     }

@@ -130,8 +130,8 @@ function recordRequests(page) {
   return rec;
 }
 
-async function openPage(browser, url, viewport, prepare = async () => {}) {
-  const ctx = await browser.newContext({ viewport });
+async function openPage(browser, url, viewport, prepare = async () => {}, colorScheme = "light") {
+  const ctx = await browser.newContext({ viewport, colorScheme });
   await prepare(ctx);
   const page = await ctx.newPage();
   const errors = [];
@@ -327,7 +327,7 @@ await step("api key: 401 asks once, wrong key asks again, key kept in sessionSto
         window.__asked = 0;
         const show = HTMLDialogElement.prototype.showModal;
         HTMLDialogElement.prototype.showModal = function () { window.__asked++; return show.call(this); };
-      }));
+      }), "dark");  // this page's screenshots show the dark theme
     const dialogOpen = () => k.page.evaluate(() => document.getElementById("key-dialog").open);
     const asked = () => k.page.evaluate(() => window.__asked);
     await k.page.waitForFunction(() => document.getElementById("key-dialog").open, null, { timeout: 5000 });
@@ -364,6 +364,7 @@ await step("api key: 401 asks once, wrong key asks again, key kept in sessionSto
     await k.page.waitForFunction(() => document.getElementById("v-running").textContent !== "—",
       null, { timeout: 5000 });
     assert.equal(await asked(), 0, "asked again after a reload");
+    await k.page.screenshot({ path: path.join(shotDir, "web_dark.png") });
     assert.deepEqual(k.errors, []);
     await k.ctx.close();
   } finally {

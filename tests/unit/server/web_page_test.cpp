@@ -34,12 +34,27 @@ TEST(WebPage, IsACompleteHtmlDocumentUnder40KB) {
 
 TEST(WebPage, HasTheExpectedParts) {
   const std::string_view page = web_index_html();
-  for (const char* marker :
-       {"id=\"chat\"", "id=\"engine\"", "id=\"prompt\"", "id=\"send\"", "id=\"stop\"",
-        "id=\"system\"", "id=\"temperature\"", "id=\"top-p\"", "id=\"max-tokens\"",
-        "id=\"key-dialog\"", "/v1/chat/completions", "/v1/models", "/metrics",
-        "include_usage", "AbortController", "aria-live", "sessionStorage", "Bearer ",
-        "kite_requests_running", "kite_time_to_first_token_seconds", "name=\"viewport\""}) {
+  for (const char* marker : {"id=\"chat\"",
+                             "id=\"engine\"",
+                             "id=\"prompt\"",
+                             "id=\"send\"",
+                             "id=\"stop\"",
+                             "id=\"system\"",
+                             "id=\"temperature\"",
+                             "id=\"top-p\"",
+                             "id=\"max-tokens\"",
+                             "id=\"key-dialog\"",
+                             "/v1/chat/completions",
+                             "/v1/models",
+                             "/metrics",
+                             "include_usage",
+                             "AbortController",
+                             "aria-live",
+                             "sessionStorage",
+                             "Bearer ",
+                             "kite_requests_running",
+                             "kite_time_to_first_token_seconds",
+                             "name=\"viewport\""}) {
     EXPECT_NE(page.find(marker), std::string_view::npos) << "missing " << marker;
   }
 }
