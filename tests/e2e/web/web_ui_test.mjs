@@ -235,7 +235,7 @@ try {
         (!needRunning || Number(document.getElementById("v-running").textContent) >= 1);
     }, !!server.mock, { timeout: 15000 });
     assert.equal(await page.isEnabled("#stop"), true);
-    await page.click("#stop");
+    await page.click("#stop", { timeout: 3000 });
     await waitReplyDone(page, 5000);
     const len = (await lastReply(page)).text.length;
     await page.waitForTimeout(1200);
