@@ -10,7 +10,8 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PKGS=(cmake ninja-build g++ pkg-config
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
       libpcre2-dev libxxhash-dev libopenblas-openmp-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
+      chromium)  # headless browser for the web page's test (tests/e2e/web)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -34,14 +35,17 @@ fi
 # has not changed since the last `npm ci`.
 want_npm=${KITE_SETUP_NPM:-1}
 
-if [ "$want_npm" = 1 ] && [ -f tools/fixtures/package.json ]; then
-  stamp=tools/fixtures/node_modules/.kite-lock-stamp
-  if ! cmp -s tools/fixtures/package-lock.json "$stamp"; then
-    echo "setup: npm ci in tools/fixtures"
-    (cd tools/fixtures && npm ci --no-audit --no-fund)
-    cp tools/fixtures/package-lock.json "$stamp"
+# tests/e2e/web: playwright-core, which drives Debian's chromium in the web page's browser test.
+for dir in tools/fixtures tests/e2e/web; do
+  if [ "$want_npm" = 1 ] && [ -f "$dir/package.json" ]; then
+    stamp=$dir/node_modules/.kite-lock-stamp
+    if ! cmp -s "$dir/package-lock.json" "$stamp"; then
+      echo "setup: npm ci in $dir"
+      (cd "$dir" && npm ci --no-audit --no-fund)
+      cp "$dir/package-lock.json" "$stamp"
+    fi
   fi
-fi
+done
 
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
