@@ -73,4 +73,8 @@ struct RopeCacheParams {
 };
 void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 
+// Fills an F32 or BF16 device tensor with uniform values in [lo, hi), a function of (seed,
+// element index) only. For benchmarks and dummy weights, never zeros.
+void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed, cudaStream_t stream);
+
 }  // namespace kite::cuda
