@@ -71,8 +71,8 @@ TEST(CudaEmbedding, OutOfRangeIdGivesNanRowOnly) {
   Tensor table = random_host({10, 64}, rng);
   const std::vector<int32_t> ids = {3, 10, -1, 9};
   Tensor out = device_poisoned({4, 64}, DType::kF32);
-  embedding(upload(table, DType::kF32), to_device(std::span<const int32_t>(ids), {4}, test_stream()),
-            out, test_stream());
+  embedding(upload(table, DType::kF32),
+            to_device(std::span<const int32_t>(ids), {4}, test_stream()), out, test_stream());
   Tensor got = download(out);
   const float* g = got.data<float>();
   EXPECT_EQ(std::memcmp(g, table.data<float>() + 3 * 64, 64 * 4), 0);

@@ -31,7 +31,7 @@ struct AttnCase {
   bool shared_kv = false;  // MLA: V is the first dv dims of each K row (one cache tensor)
   float q_range = 1.0f;    // larger makes the softmax peaky
   float v_lo = -1.0f, v_hi = 1.0f;
-  int num_splits = 0;      // decode: 0 = automatic
+  int num_splits = 0;  // decode: 0 = automatic
 };
 
 struct HostBatch {
@@ -90,9 +90,7 @@ inline HostBatch make_host_batch(const AttnCase& c, std::mt19937& rng) {
   return b;
 }
 
-inline float attn_scale(const AttnCase& c) {
-  return 1.0f / std::sqrt(static_cast<float>(c.dqk));
-}
+inline float attn_scale(const AttnCase& c) { return 1.0f / std::sqrt(static_cast<float>(c.dqk)); }
 
 inline Tensor reference_attention(const AttnCase& c, const HostBatch& b) {
   ops::PagedAttentionParams p;
@@ -124,8 +122,7 @@ inline DeviceBatch upload_batch(const AttnCase& c, const HostBatch& b) {
     std::copy(b.tables[s].begin(), b.tables[s].end(), tables.begin() + s * b.max_blocks);
   d.args.block_tables = to_device(std::span<const int32_t>(tables), {seqs, b.max_blocks}, stream);
   d.args.seq_lens = to_device(std::span<const int32_t>(b.seq_lens), {seqs}, stream);
-  d.args.query_start =
-      to_device(std::span<const int32_t>(b.query_start), {seqs + 1}, stream);
+  d.args.query_start = to_device(std::span<const int32_t>(b.query_start), {seqs + 1}, stream);
   d.args.block_size = c.block_size;
   d.args.scale = attn_scale(c);
   d.args.num_splits = c.num_splits;

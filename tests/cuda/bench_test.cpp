@@ -55,8 +55,8 @@ double median_ms(F&& fn, int warmup = 3, int reps = 20) {
 
 void report_bytes(const std::string& name, double ms, double bytes) {
   const double gbs = bytes / (ms * 1e-3) / 1e9;
-  std::printf("BENCH %-44s %10.1f us %9.1f GB/s   %5.1f%% of %.0f GB/s\n", name.c_str(),
-              ms * 1e3, gbs, 100.0 * gbs / kPeakGBs, kPeakGBs);
+  std::printf("BENCH %-44s %10.1f us %9.1f GB/s   %5.1f%% of %.0f GB/s\n", name.c_str(), ms * 1e3,
+              gbs, 100.0 * gbs / kPeakGBs, kPeakGBs);
   std::fflush(stdout);
 }
 
@@ -105,14 +105,15 @@ void bench_decode(const std::string& name, int64_t seqs, int64_t seq_len, int64_
   std::iota(tables.begin(), tables.end(), 0);
   std::vector<int32_t> lens(seqs, static_cast<int32_t>(seq_len));
   PagedAttentionArgs args;
-  args.block_tables = to_device(std::span<const int32_t>(tables), {seqs, blocks_per_seq}, test_stream());
+  args.block_tables =
+      to_device(std::span<const int32_t>(tables), {seqs, blocks_per_seq}, test_stream());
   args.seq_lens = to_device(std::span<const int32_t>(lens), {seqs}, test_stream());
   args.block_size = block_size;
   args.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
   args.max_seq_len = seq_len;
   AttentionWorkspace ws;
-  const double ms = median_ms(
-      [&] { paged_decode_attention(q, k, v, args, ws, out, test_stream()); });
+  const double ms =
+      median_ms([&] { paged_decode_attention(q, k, v, args, ws, out, test_stream()); });
   const double kv_bytes =
       static_cast<double>(seqs) * seq_len * kv_heads * (shared ? dqk : dqk + dv) * 2;
   report_bytes(name, ms, kv_bytes);
@@ -133,7 +134,8 @@ TEST(CudaBench, DISABLED_BenchPrefillAttention) {
   Tensor out = device_empty({tokens, heads, d}, DType::kBF16);
   std::vector<int32_t> table(blocks);
   std::iota(table.begin(), table.end(), 0);
-  const std::vector<int32_t> lens = {static_cast<int32_t>(tokens)}, starts = {0, static_cast<int32_t>(tokens)};
+  const std::vector<int32_t> lens = {static_cast<int32_t>(tokens)},
+                             starts = {0, static_cast<int32_t>(tokens)};
   PagedAttentionArgs args;
   args.block_tables = to_device(std::span<const int32_t>(table), {1, blocks}, test_stream());
   args.seq_lens = to_device(std::span<const int32_t>(lens), {1}, test_stream());
@@ -175,8 +177,8 @@ TEST(CudaBench, DISABLED_BenchSamplingAndRouting) {
   Tensor bias = random_device({256}, DType::kF32, 42, 0.0f, 0.1f);
   Tensor eids = device_empty({4096, 8}, DType::kI32);
   Tensor ew = device_empty({4096, 8}, DType::kF32);
-  ops::MoeRoutingParams p{ops::MoeScoring::kSigmoid, ops::MoeTopkMethod::kNoauxTc, 8, 8, 4,
-                          true, 2.5f, &bias};
+  ops::MoeRoutingParams p{
+      ops::MoeScoring::kSigmoid, ops::MoeTopkMethod::kNoauxTc, 8, 8, 4, true, 2.5f, &bias};
   ms = median_ms([&] { moe_route(router, p, eids, ew, test_stream()); });
   report_bytes("moe_route v3 4096x256 (logits)", ms, 4096.0 * 256 * 4);
 }

@@ -23,10 +23,11 @@ inline constexpr double kTolBF16 = 2e-2;
 
 inline double tolerance(DType dtype) { return dtype == DType::kBF16 ? kTolBF16 : kTolF32; }
 
-// The stream every test queues on (created on first use).
+// The stream every test queues on (created on first use, never destroyed: a static destructor
+// would run after the CUDA runtime has begun to unload).
 inline Stream& test_stream() {
-  static Stream stream;
-  return stream;
+  static Stream* stream = new Stream();
+  return *stream;
 }
 
 // The run's seed: KITE_CUDA_TEST_SEED if set, else fresh; main() prints it, so each run draws
@@ -105,8 +106,8 @@ inline std::string dtype_label(DType dtype) { return std::string(dtype_name(dtyp
 }  // namespace kite::cuda::testing
 
 // Expects rel_error(out, ref) <= tol, printing the error either way on failure.
-#define KITE_EXPECT_CLOSE(out, ref, tol)                                                 \
-  do {                                                                                   \
-    const double kite_err_ = ::kite::cuda::testing::rel_error((out), (ref));             \
-    EXPECT_LE(kite_err_, (tol)) << "relative error " << kite_err_ << " > " << (tol);     \
+#define KITE_EXPECT_CLOSE(out, ref, tol)                                             \
+  do {                                                                               \
+    const double kite_err_ = ::kite::cuda::testing::rel_error((out), (ref));         \
+    EXPECT_LE(kite_err_, (tol)) << "relative error " << kite_err_ << " > " << (tol); \
   } while (0)

@@ -1,3 +1,5 @@
+#include "kernels/cuda/device_buffer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
 
 namespace kite::cuda {
 namespace {

@@ -1,10 +1,11 @@
+#include "kernels/cuda/moe/moe_routing.h"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/ops.h"
 
 namespace kite::cuda {
@@ -24,23 +25,32 @@ std::vector<MoeCase> moe_cases() {
   using ops::MoeTopkMethod;
   std::vector<MoeCase> cases;
   // DeepSeek-V2-Lite: softmax, greedy top-6 of 64, no renormalisation.
-  cases.push_back({"v2_lite_softmax_greedy", 64, {MoeScoring::kSoftmax, MoeTopkMethod::kGreedy, 6,
-                                                  1, 1, false, 1.0f, nullptr}});
+  cases.push_back({"v2_lite_softmax_greedy",
+                   64,
+                   {MoeScoring::kSoftmax, MoeTopkMethod::kGreedy, 6, 1, 1, false, 1.0f, nullptr}});
   // DeepSeek-V2: softmax, group-limited top-6 of 160 in 8 groups keeping 3, scaled by 16.
-  cases.push_back({"v2_group_limited", 160, {MoeScoring::kSoftmax,
-                                             MoeTopkMethod::kGroupLimitedGreedy, 6, 8, 3, false,
-                                             16.0f, nullptr}});
+  cases.push_back(
+      {"v2_group_limited",
+       160,
+       {MoeScoring::kSoftmax, MoeTopkMethod::kGroupLimitedGreedy, 6, 8, 3, false, 16.0f, nullptr}});
   // DeepSeek-V3: sigmoid, noaux_tc top-8 of 256 in 8 groups keeping 4, normalised, x2.5.
-  cases.push_back({"v3_noaux_bias", 256, {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 8, 8, 4,
-                                          true, 2.5f, nullptr}, true});
-  cases.push_back({"v3_noaux_no_bias", 256, {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 8, 8,
-                                             4, true, 2.5f, nullptr}, false});
+  cases.push_back({"v3_noaux_bias",
+                   256,
+                   {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 8, 8, 4, true, 2.5f, nullptr},
+                   true});
+  cases.push_back({"v3_noaux_no_bias",
+                   256,
+                   {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 8, 8, 4, true, 2.5f, nullptr},
+                   false});
   // kite-tiny: 8 experts, 4 groups keeping 2, top-2.
-  cases.push_back({"kite_tiny", 8, {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 2, 4, 2, true,
-                                    2.5f, nullptr}, true});
+  cases.push_back({"kite_tiny",
+                   8,
+                   {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 2, 4, 2, true, 2.5f, nullptr},
+                   true});
   // Softmax with renormalisation (Qwen-MoE style), top-8 of 60 experts.
-  cases.push_back({"softmax_norm", 60, {MoeScoring::kSoftmax, MoeTopkMethod::kGreedy, 8, 1, 1,
-                                        true, 1.0f, nullptr}});
+  cases.push_back({"softmax_norm",
+                   60,
+                   {MoeScoring::kSoftmax, MoeTopkMethod::kGreedy, 8, 1, 1, true, 1.0f, nullptr}});
   return cases;
 }
 

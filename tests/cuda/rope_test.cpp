@@ -102,8 +102,9 @@ TEST(CudaWriteCache, MatchesCpuAndSkipsInvalidSlots) {
     round_to(cache, dtype);
     const auto slots = make_slots(tokens, blocks * block_size, rng);
     Tensor dcache = upload(cache, dtype);
-    write_cache(upload(src, dtype), to_device(std::span<const int64_t>(slots), {tokens}, test_stream()),
-                dcache, test_stream());
+    write_cache(upload(src, dtype),
+                to_device(std::span<const int64_t>(slots), {tokens}, test_stream()), dcache,
+                test_stream());
     cpu_write_valid(src, slots, blocks * block_size, cache);
     EXPECT_EQ(rel_error(download(dcache), cache), 0.0) << dtype_label(dtype);
   }
@@ -126,7 +127,8 @@ TEST_P(CudaRopeAndCacheTest, MatchesRopeThenWriteCache) {
   Tensor k = random_host({c.tokens, c.kv_heads, c.k_dim}, rng, -2.0f, 2.0f);
   Tensor v = random_host({c.tokens, c.kv_heads, std::max<int64_t>(c.v_dim, 1)}, rng);
   Tensor k_cache = random_host({blocks, block_size, c.kv_heads, c.k_dim}, rng);
-  Tensor v_cache = random_host({blocks, block_size, c.kv_heads, std::max<int64_t>(c.v_dim, 1)}, rng);
+  Tensor v_cache =
+      random_host({blocks, block_size, c.kv_heads, std::max<int64_t>(c.v_dim, 1)}, rng);
   for (Tensor* t : {&q, &k, &v, &k_cache, &v_cache}) round_to(*t, c.dtype);
   Tensor cos, sin;
   make_cos_sin(c.tokens, c.rot_dim, rng, cos, sin);
@@ -170,8 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
         FusedCase{DType::kF32, RopeStyle::kNeox, 21, 32, 128, 0, 8, 128, 0, 128, 128, true},
         FusedCase{DType::kBF16, RopeStyle::kNeox, 21, 32, 128, 0, 8, 128, 0, 128, 128, true},
         // DeepSeek MLA: q [16, 192] rope after 128; latent [1, 576] rope after 512; no v.
-        FusedCase{DType::kF32, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64,
-                  true},
+        FusedCase{DType::kF32, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64, true},
         FusedCase{DType::kBF16, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64,
                   false}));
 

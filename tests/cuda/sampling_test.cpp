@@ -1,3 +1,5 @@
+#include "kernels/cuda/sampling/sampling.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "kernels/cuda/sampling/sampling.h"
 
 namespace kite::cuda {
 namespace {

@@ -14,8 +14,7 @@ constexpr int kThreads = 256;
 
 // grid (rows, column chunks); each thread one vector of VEC outputs.
 template <typename T, int VEC>
-__global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out,
-                                int64_t inter) {
+__global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t inter) {
   const int64_t vec = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (vec * VEC >= inter) return;
   const int64_t row = blockIdx.x;
@@ -58,7 +57,8 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, int64_t rows, int64_t i
   T* o = static_cast<T*>(out.raw());
   const bool vectorised = inter % kVec == 0 && all_aligned(16, in, static_cast<const T*>(o));
   const int64_t vecs = vectorised ? inter / kVec : inter;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((vecs + kThreads - 1) / kThreads));
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>((vecs + kThreads - 1) / kThreads));
   if (vectorised) {
     silu_mul_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(in, o, inter);
   } else {
@@ -75,7 +75,8 @@ void launch_embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaS
   T* o = static_cast<T*>(out.raw());
   const bool vectorised = hidden % kVec == 0 && all_aligned(16, tp, static_cast<const T*>(o));
   const int64_t vecs = vectorised ? hidden / kVec : hidden;
-  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((vecs + kThreads - 1) / kThreads));
+  const dim3 grid(static_cast<unsigned>(tokens),
+                  static_cast<unsigned>((vecs + kThreads - 1) / kThreads));
   const auto* id = static_cast<const int32_t*>(ids.raw());
   if (vectorised) {
     embedding_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(tp, id, o, vocab, hidden);
@@ -91,9 +92,9 @@ void silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
   constexpr const char* kOp = "silu_mul";
   check_device_float(gate_up, kOp, "gate_up");
   check_device(out, gate_up.dtype(), kOp, "out");
-  KITE_CUDA_OP_CHECK(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0, kOp,
-                     "gate_up " + shape_to_string(gate_up.shape()) +
-                         " must have an even last dim [.., 2I]");
+  KITE_CUDA_OP_CHECK(
+      gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0, kOp,
+      "gate_up " + shape_to_string(gate_up.shape()) + " must have an even last dim [.., 2I]");
   const int64_t inter = gate_up.size(-1) / 2;
   const int64_t rows = inter == 0 ? 0 : gate_up.numel() / (2 * inter);
   KITE_CUDA_OP_CHECK(out.numel() == rows * inter && (out.numel() == 0 || out.size(-1) == inter),
@@ -118,10 +119,9 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaStream_t
   KITE_CUDA_OP_CHECK(table.dim() == 2, kOp,
                      "table must be [vocab, hidden], got " + shape_to_string(table.shape()));
   const int64_t hidden = table.size(1), tokens = ids.numel();
-  KITE_CUDA_OP_CHECK(out.numel() == tokens * hidden && (hidden == 0 || out.size(-1) == hidden),
-                     kOp,
-                     "out " + shape_to_string(out.shape()) + " must be [" +
-                         std::to_string(tokens) + ", " + std::to_string(hidden) + "]");
+  KITE_CUDA_OP_CHECK(out.numel() == tokens * hidden && (hidden == 0 || out.size(-1) == hidden), kOp,
+                     "out " + shape_to_string(out.shape()) + " must be [" + std::to_string(tokens) +
+                         ", " + std::to_string(hidden) + "]");
   KITE_CUDA_OP_CHECK(tokens <= INT32_MAX, kOp, "too many tokens for one launch");
   if (tokens == 0 || hidden == 0) return;
   if (table.dtype() == DType::kF32) {

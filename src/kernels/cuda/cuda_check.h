@@ -22,8 +22,8 @@ class CudaError : public std::runtime_error {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* expr, const char* file,
                                           int line) {
-  throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                  cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + expr +
+                  " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* expr,
@@ -34,21 +34,21 @@ class CudaError : public std::runtime_error {
 
 }  // namespace kite::cuda
 
-#define KITE_CUDA_CHECK(expr)                                                          \
-  do {                                                                                 \
-    const cudaError_t kite_err_ = (expr);                                              \
-    if (kite_err_ != cudaSuccess)                                                      \
-      ::kite::cuda::throw_cuda_error(kite_err_, #expr, __FILE__, __LINE__);            \
+#define KITE_CUDA_CHECK(expr)                                               \
+  do {                                                                      \
+    const cudaError_t kite_err_ = (expr);                                   \
+    if (kite_err_ != cudaSuccess)                                           \
+      ::kite::cuda::throw_cuda_error(kite_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a <<<...>>> launch: reports configuration errors now, not at the next sync.
 #define KITE_CUDA_CHECK_LAUNCH() KITE_CUDA_CHECK(cudaGetLastError())
 
-#define KITE_CUBLAS_CHECK(expr)                                                        \
-  do {                                                                                 \
-    const cublasStatus_t kite_status_ = (expr);                                        \
-    if (kite_status_ != CUBLAS_STATUS_SUCCESS)                                         \
-      ::kite::cuda::throw_cublas_error(kite_status_, #expr, __FILE__, __LINE__);       \
+#define KITE_CUBLAS_CHECK(expr)                                                  \
+  do {                                                                           \
+    const cublasStatus_t kite_status_ = (expr);                                  \
+    if (kite_status_ != CUBLAS_STATUS_SUCCESS)                                   \
+      ::kite::cuda::throw_cublas_error(kite_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // Throws std::invalid_argument("<op>: <message>") when `cond` is false; the message is built

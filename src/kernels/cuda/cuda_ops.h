@@ -25,8 +25,7 @@ namespace kite::cuda {
 
 // out = rms_norm(x) * weight over the last dim; x, weight [H], out share one dtype.
 // out may alias x. One block per row.
-void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out,
-              cudaStream_t stream);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream);
 
 // residual += x (stored rounded to the dtype); out = rms_norm(residual) * weight, normalising
 // the stored residual. out may alias x, never residual.
@@ -50,25 +49,24 @@ void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& cos, con
 // Writes the rows of src [T, ...] into cache [num_blocks, block_size, ...] viewed as
 // [num_slots, width], at slot_mapping (I64 [T]); src and cache share a dtype. A slot outside
 // [0, num_slots) is skipped: negative slots mark padding tokens (e.g. in a captured graph).
-void write_cache(const Tensor& src, const Tensor& slot_mapping, Tensor& cache,
-                 cudaStream_t stream);
+void write_cache(const Tensor& src, const Tensor& slot_mapping, Tensor& cache, cudaStream_t stream);
 
 // One launch for the attention input step: rotates q (optional) and k in place, writes the
 // rotated k rows into k_cache and v's rows (optional) into v_cache at slot_mapping (slots as in
 // write_cache). q and k may rotate different dims (MLA: q's rope dims follow its nope dims;
 // the latent's follow kv_lora_rank) but share rot_dim, cos/sin and style.
 struct RopeCacheParams {
-  Tensor* q = nullptr;             // [T, Hq, Dq] or null
+  Tensor* q = nullptr;  // [T, Hq, Dq] or null
   int64_t q_rot_offset = 0;
-  Tensor* k = nullptr;             // [T, Hk, Dk], required
+  Tensor* k = nullptr;  // [T, Hk, Dk], required
   int64_t k_rot_offset = 0;
-  const Tensor* v = nullptr;       // [T, Hk, Dv] or null
-  Tensor* k_cache = nullptr;       // [num_blocks, block_size, Hk, Dk], required
-  Tensor* v_cache = nullptr;       // [num_blocks, block_size, Hk, Dv], required iff v is set
+  const Tensor* v = nullptr;  // [T, Hk, Dv] or null
+  Tensor* k_cache = nullptr;  // [num_blocks, block_size, Hk, Dk], required
+  Tensor* v_cache = nullptr;  // [num_blocks, block_size, Hk, Dv], required iff v is set
   int64_t rot_dim = 0;
   ops::RopeStyle style = ops::RopeStyle::kNeox;
-  const Tensor* cos = nullptr;     // F32 [T, rot_dim/2]
-  const Tensor* sin = nullptr;     // F32 [T, rot_dim/2]
+  const Tensor* cos = nullptr;           // F32 [T, rot_dim/2]
+  const Tensor* sin = nullptr;           // F32 [T, rot_dim/2]
   const Tensor* slot_mapping = nullptr;  // I64 [T]
 };
 void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);

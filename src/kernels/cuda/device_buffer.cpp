@@ -103,8 +103,8 @@ Tensor to_host(const Tensor& device, cudaStream_t stream) {
   KITE_CUDA_OP_CHECK(device.device() == Device::kCuda, "to_host", "expected a device tensor");
   Tensor out = Tensor::empty(device.shape(), device.dtype());
   if (out.size_bytes() != 0) {
-    KITE_CUDA_CHECK(cudaMemcpyAsync(out.raw(), device.raw(), out.size_bytes(),
-                                    cudaMemcpyDeviceToHost, stream));
+    KITE_CUDA_CHECK(
+        cudaMemcpyAsync(out.raw(), device.raw(), out.size_bytes(), cudaMemcpyDeviceToHost, stream));
   }
   KITE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
@@ -131,9 +131,9 @@ void check_device(const Tensor& t, DType dtype, const char* op, const char* name
 }
 
 void check_device_float(const Tensor& t, const char* op, const char* name) {
-  KITE_CUDA_OP_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16, op,
-                     std::string(name) + " must be F32 or BF16, got " +
-                         std::string(dtype_name(t.dtype())));
+  KITE_CUDA_OP_CHECK(
+      t.dtype() == DType::kF32 || t.dtype() == DType::kBF16, op,
+      std::string(name) + " must be F32 or BF16, got " + std::string(dtype_name(t.dtype())));
   check_device(t, t.dtype(), op, name);
 }
 

@@ -22,7 +22,8 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {
 template <typename T>
 __global__ void fill_uniform_kernel(T* out, int64_t n, float lo, float hi, uint64_t seed) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const uint64_t bits = mix(seed * 0xD1B54A32D192ED03ull + static_cast<uint64_t>(i));
     const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)
     out[i] = from_float<T>(lo + (hi - lo) * u);
@@ -38,9 +39,11 @@ void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed, cudaStream_t str
   const int threads = 256;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + threads - 1) / threads, 65536));
   if (t.dtype() == DType::kF32) {
-    fill_uniform_kernel<float><<<blocks, threads, 0, stream>>>(static_cast<float*>(t.raw()), n, lo, hi, seed);
+    fill_uniform_kernel<float>
+        <<<blocks, threads, 0, stream>>>(static_cast<float*>(t.raw()), n, lo, hi, seed);
   } else {
-    fill_uniform_kernel<bf16><<<blocks, threads, 0, stream>>>(static_cast<bf16*>(t.raw()), n, lo, hi, seed);
+    fill_uniform_kernel<bf16>
+        <<<blocks, threads, 0, stream>>>(static_cast<bf16*>(t.raw()), n, lo, hi, seed);
   }
   KITE_CUDA_CHECK_LAUNCH();
 }

@@ -68,11 +68,12 @@ void launch_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float 
   T* rp = residual ? static_cast<T*>(residual->raw()) : nullptr;
   const T* wp = static_cast<const T*>(weight.raw());
   T* op = static_cast<T*>(out.raw());
-  const bool vectorised =
-      hidden % kVec == 0 && all_aligned(16, xp, wp, static_cast<const T*>(op)) &&
-      (rp == nullptr || all_aligned(16, static_cast<const T*>(rp)));
+  const bool vectorised = hidden % kVec == 0 &&
+                          all_aligned(16, xp, wp, static_cast<const T*>(op)) &&
+                          (rp == nullptr || all_aligned(16, static_cast<const T*>(rp)));
   const int64_t vecs = vectorised ? hidden / kVec : hidden;
-  const int threads = static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (vecs + 31) / 32 * 32)));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (vecs + 31) / 32 * 32)));
   const auto h = static_cast<int>(hidden);
   if (vectorised) {
     rms_norm_kernel<T, kVec, kAddResidual><<<rows, threads, 0, stream>>>(xp, rp, wp, op, h, eps);
@@ -91,16 +92,15 @@ void check_norm_args(const char* op, const Tensor& x, const Tensor& weight, cons
   KITE_CUDA_OP_CHECK(weight.numel() == x.size(-1), op,
                      "weight " + shape_to_string(weight.shape()) + " must have " +
                          std::to_string(x.size(-1)) + " values");
-  KITE_CUDA_OP_CHECK(out.numel() == x.numel() && out.size(-1) == x.size(-1), op,
-                     "out " + shape_to_string(out.shape()) + " must match x " +
-                         shape_to_string(x.shape()));
+  KITE_CUDA_OP_CHECK(
+      out.numel() == x.numel() && out.size(-1) == x.size(-1), op,
+      "out " + shape_to_string(out.shape()) + " must match x " + shape_to_string(x.shape()));
   KITE_CUDA_OP_CHECK(x.numel() / x.size(-1) <= INT32_MAX, op, "too many rows for one launch");
 }
 
 }  // namespace
 
-void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out,
-              cudaStream_t stream) {
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream) {
   check_norm_args("rms_norm", x, weight, out);
   if (x.dtype() == DType::kF32) {
     launch_norm<float, false>(x, nullptr, weight, eps, out, stream);

@@ -88,13 +88,12 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
 void check_rope_dims(const char* op, const Tensor& x, int64_t rot_offset, int64_t rot_dim) {
   KITE_CUDA_OP_CHECK(x.dim() == 3, op,
                      "tensor must be [T, heads, head_dim], got " + shape_to_string(x.shape()));
-  KITE_CUDA_OP_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= kStageFloats &&
-                         rot_offset >= 0 && rot_offset + rot_dim <= x.size(2),
-                     op,
-                     "rotary dims [" + std::to_string(rot_offset) + ", " +
-                         std::to_string(rot_offset + rot_dim) +
-                         ") must be an even, non-empty range inside head_dim " +
-                         std::to_string(x.size(2)));
+  KITE_CUDA_OP_CHECK(
+      rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= kStageFloats && rot_offset >= 0 &&
+          rot_offset + rot_dim <= x.size(2),
+      op,
+      "rotary dims [" + std::to_string(rot_offset) + ", " + std::to_string(rot_offset + rot_dim) +
+          ") must be an even, non-empty range inside head_dim " + std::to_string(x.size(2)));
 }
 
 void check_cos_sin(const char* op, const Tensor& cos, const Tensor& sin, int64_t tokens,
@@ -117,7 +116,8 @@ RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t r
   t.heads = static_cast<int>(heads);
   t.dim = static_cast<int>(dim);
   t.rot_offset = static_cast<int>(rot_offset);
-  t.heads_per_block = rot_offset >= 0 ? std::max<int>(1, kStageFloats / static_cast<int>(rot_dim)) : 1;
+  t.heads_per_block =
+      rot_offset >= 0 ? std::max<int>(1, kStageFloats / static_cast<int>(rot_dim)) : 1;
   t.heads_per_block = std::min(t.heads_per_block, t.heads);
   t.num_chunks = (t.heads + t.heads_per_block - 1) / t.heads_per_block;
   return t;
@@ -128,7 +128,8 @@ void launch(RopeLaunch<T>& args, int64_t tokens, cudaStream_t stream) {
   int chunks = 0;
   for (int i = 0; i < args.num_targets; ++i) chunks += args.targets[i].num_chunks;
   if (tokens == 0 || chunks == 0) return;
-  KITE_CUDA_OP_CHECK(tokens <= INT32_MAX && chunks <= 65535, "rope", "batch too large for one launch");
+  KITE_CUDA_OP_CHECK(tokens <= INT32_MAX && chunks <= 65535, "rope",
+                     "batch too large for one launch");
   rope_cache_kernel<T><<<dim3(static_cast<unsigned>(tokens), chunks), kThreads, 0, stream>>>(args);
   KITE_CUDA_CHECK_LAUNCH();
 }
@@ -138,8 +139,8 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
                        cudaStream_t stream) {
   RopeLaunch<T> args;
   if (p.q && p.q->numel() > 0)
-    args.targets[args.num_targets++] = make_target<T>(*p.q, p.q->size(1), p.q->size(2),
-                                                      p.q_rot_offset, p.rot_dim, nullptr);
+    args.targets[args.num_targets++] =
+        make_target<T>(*p.q, p.q->size(1), p.q->size(2), p.q_rot_offset, p.rot_dim, nullptr);
   args.targets[args.num_targets++] =
       make_target<T>(*p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache);
   if (p.v)
@@ -157,12 +158,11 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
 // The cache must be [num_blocks, block_size, heads, dim] for a [T, heads, dim] source.
 void check_cache(const char* op, const Tensor& src, const Tensor& cache, const char* name) {
   check_device(cache, src.dtype(), op, name);
-  KITE_CUDA_OP_CHECK(cache.dim() == 4 && cache.size(2) == src.size(1) &&
-                         cache.size(3) == src.size(2),
-                     op,
-                     std::string(name) + " " + shape_to_string(cache.shape()) +
-                         " must be [num_blocks, block_size, " + std::to_string(src.size(1)) +
-                         ", " + std::to_string(src.size(2)) + "]");
+  KITE_CUDA_OP_CHECK(
+      cache.dim() == 4 && cache.size(2) == src.size(1) && cache.size(3) == src.size(2), op,
+      std::string(name) + " " + shape_to_string(cache.shape()) +
+          " must be [num_blocks, block_size, " + std::to_string(src.size(1)) + ", " +
+          std::to_string(src.size(2)) + "]");
 }
 
 }  // namespace
@@ -198,17 +198,16 @@ void write_cache(const Tensor& src, const Tensor& slot_mapping, Tensor& cache,
   check_device_float(src, kOp, "src");
   check_device(cache, src.dtype(), kOp, "cache");
   check_device(slot_mapping, DType::kI64, kOp, "slot_mapping");
-  KITE_CUDA_OP_CHECK(cache.dim() >= 3, kOp,
-                     "cache must be [num_blocks, block_size, ...], got " +
-                         shape_to_string(cache.shape()));
+  KITE_CUDA_OP_CHECK(
+      cache.dim() >= 3, kOp,
+      "cache must be [num_blocks, block_size, ...], got " + shape_to_string(cache.shape()));
   const int64_t num_slots = cache.size(0) * cache.size(1);
   const int64_t width = num_slots == 0 ? 0 : cache.numel() / num_slots;
   const int64_t tokens = slot_mapping.numel();
-  KITE_CUDA_OP_CHECK(src.dim() >= 1 && src.size(0) == tokens && src.numel() == tokens * width,
-                     kOp,
-                     "src " + shape_to_string(src.shape()) + " must be " +
-                         std::to_string(tokens) + " rows of " + std::to_string(width) +
-                         " values to fit cache " + shape_to_string(cache.shape()));
+  KITE_CUDA_OP_CHECK(src.dim() >= 1 && src.size(0) == tokens && src.numel() == tokens * width, kOp,
+                     "src " + shape_to_string(src.shape()) + " must be " + std::to_string(tokens) +
+                         " rows of " + std::to_string(width) + " values to fit cache " +
+                         shape_to_string(cache.shape()));
   KITE_CUDA_OP_CHECK(width <= INT32_MAX, kOp, "rows too wide");
   if (width == 0) return;
   const auto fill = [&](auto& args) {
@@ -253,9 +252,9 @@ void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
     KITE_CUDA_OP_CHECK(p.v->dim() == 3 && p.v->size(0) == tokens && p.v->size(1) == p.k->size(1),
                        kOp, "v " + shape_to_string(p.v->shape()) + " must be [T, Hk, Dv]");
     check_cache(kOp, *p.v, *p.v_cache, "v_cache");
-    KITE_CUDA_OP_CHECK(p.v_cache->size(0) == p.k_cache->size(0) &&
-                           p.v_cache->size(1) == p.k_cache->size(1),
-                       kOp, "k_cache and v_cache must have the same blocks");
+    KITE_CUDA_OP_CHECK(
+        p.v_cache->size(0) == p.k_cache->size(0) && p.v_cache->size(1) == p.k_cache->size(1), kOp,
+        "k_cache and v_cache must have the same blocks");
   }
   const int64_t num_slots = p.k_cache->size(0) * p.k_cache->size(1);
   if (dtype == DType::kF32) {

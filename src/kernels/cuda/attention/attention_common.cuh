@@ -38,9 +38,8 @@ struct HeadSplit {
 
 // Loads this lane's part of a row into floats (zeros where the lane owns nothing).
 template <typename T, int D>
-__device__ __forceinline__ void load_row(const T* row, int lane,
-                                         float (&dst)[HeadSplit<T, D>::kIters]
-                                                     [HeadSplit<T, D>::kVec]) {
+__device__ __forceinline__ void load_row(
+    const T* row, int lane, float (&dst)[HeadSplit<T, D>::kIters][HeadSplit<T, D>::kVec]) {
   using S = HeadSplit<T, D>;
 #pragma unroll
   for (int it = 0; it < S::kIters; ++it) {
@@ -78,7 +77,7 @@ struct SoftmaxState {
   float m = -INFINITY;  // running max of scores (log2 units)
   float l = 0.0f;       // sum of exp2(score - m)
   float acc[SV::kIters][SV::kVec] = {};
-  bool bad = false;     // a block id was out of range: the result must be NaN
+  bool bad = false;  // a block id was out of range: the result must be NaN
 };
 
 // Folds keys base + u (u < KU, base + u < end) for base = first, first + step, ... < end
@@ -86,8 +85,8 @@ struct SoftmaxState {
 template <typename T, int DQK, int DV>
 __device__ void attend_keys(SoftmaxState<T, DV>& st,
                             const float (&q)[HeadSplit<T, DQK>::kIters][HeadSplit<T, DQK>::kVec],
-                            const T* k_cache, const T* v_cache, const KvCursor& kv,
-                            int64_t first, int64_t end, int64_t step, int lane) {
+                            const T* k_cache, const T* v_cache, const KvCursor& kv, int64_t first,
+                            int64_t end, int64_t step, int lane) {
   using SK = HeadSplit<T, DQK>;
   using SV = HeadSplit<T, DV>;
   constexpr int KU = kKeysPerStep;
@@ -122,7 +121,7 @@ __device__ void attend_keys(SoftmaxState<T, DV>& st,
     float m_new = st.m;
 #pragma unroll
     for (int u = 0; u < KU; ++u) m_new = fmaxf(m_new, scores[u]);
-    if (m_new == -INFINITY) continue;  // no valid key in this step (only with bad block ids)
+    if (m_new == -INFINITY) continue;        // no valid key in this step (only with bad block ids)
     const float corr = exp2f(st.m - m_new);  // st.m == -inf gives 0
     st.l *= corr;
 #pragma unroll

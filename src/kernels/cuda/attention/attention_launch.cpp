@@ -1,6 +1,7 @@
 #include "kernels/cuda/attention/attention_launch.h"
 
 #include <climits>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -29,11 +30,11 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   check_device(k_cache, q.dtype(), op, "k_cache");
   check_device(v_cache, q.dtype(), op, "v_cache");
   check_device(out, q.dtype(), op, "out");
-  KITE_CUDA_OP_CHECK(q.dim() == 3 && out.dim() == 3 && k_cache.dim() == 4 && v_cache.dim() == 4,
-                     op,
+  KITE_CUDA_OP_CHECK(q.dim() == 3 && out.dim() == 3 && k_cache.dim() == 4 && v_cache.dim() == 4, op,
                      "need q [T, H, Dqk], caches [blocks, block_size, Hkv, D], out [T, H, Dv]; got "
-                     "q " + shape(q) + ", k " + shape(k_cache) + ", v " + shape(v_cache) +
-                         ", out " + shape(out));
+                     "q " +
+                         shape(q) + ", k " + shape(k_cache) + ", v " + shape(v_cache) + ", out " +
+                         shape(out));
   const int64_t tokens = q.size(0), heads = q.size(1), dqk = q.size(2), dv = out.size(2);
   const int64_t num_blocks = k_cache.size(0), block_size = k_cache.size(1);
   const int64_t kv_heads = k_cache.size(2);
@@ -54,8 +55,8 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
                            ", " + std::to_string(dv) + "]");
   }
   KITE_CUDA_OP_CHECK(supported(dqk, dv), op,
-                     "no kernel for head dims (" + std::to_string(dqk) + ", " +
-                         std::to_string(dv) + "); see kSupportedHeadDims");
+                     "no kernel for head dims (" + std::to_string(dqk) + ", " + std::to_string(dv) +
+                         "); see kSupportedHeadDims");
   KITE_CUDA_OP_CHECK(kv_heads > 0 && heads % kv_heads == 0, op,
                      std::to_string(heads) + " query heads are not a multiple of " +
                          std::to_string(kv_heads) + " kv heads");
@@ -75,13 +76,17 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   } else {
     check_device(args.query_start, DType::kI32, op, "query_start");
     KITE_CUDA_OP_CHECK(args.query_start.numel() == seqs + 1, op,
-                       "query_start needs num_seqs + 1 = " + std::to_string(seqs + 1) +
-                           " entries");
+                       "query_start needs num_seqs + 1 = " + std::to_string(seqs + 1) + " entries");
     KITE_CUDA_OP_CHECK(seqs <= 65535, op, "at most 65535 sequences per launch");
   }
-  KITE_CUDA_OP_CHECK(!bytes_overlap(out, q) && !bytes_overlap(out, k_cache) &&
-                         !bytes_overlap(out, v_cache),
-                     op, "out must not overlap q or the caches");
+  // Rows are read in vectors of up to 16 bytes (attention_common.cuh).
+  for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) {
+    KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(t->raw()) % 16 == 0, op,
+                       "q, caches and out must start 16-byte aligned");
+  }
+  KITE_CUDA_OP_CHECK(
+      !bytes_overlap(out, q) && !bytes_overlap(out, k_cache) && !bytes_overlap(out, v_cache), op,
+      "out must not overlap q or the caches");
   check_fits_int(op, tokens, "tokens");
   check_fits_int(op, num_blocks, "num_blocks");
   check_fits_int(op, block_size, "block_size");

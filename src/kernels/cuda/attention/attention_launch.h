@@ -40,22 +40,22 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
 }  // namespace kite::cuda::attention
 
 // Expands CALL(DQK, DV) for the call's head dims (one branch per kSupportedHeadDims entry).
-#define KITE_ATTENTION_DISPATCH(dqk, dv, CALL)                                              \
-  do {                                                                                     \
-    if ((dqk) == 64 && (dv) == 64) {                                                       \
-      CALL(64, 64);                                                                        \
-    } else if ((dqk) == 128 && (dv) == 128) {                                              \
-      CALL(128, 128);                                                                      \
-    } else if ((dqk) == 256 && (dv) == 256) {                                              \
-      CALL(256, 256);                                                                      \
-    } else if ((dqk) == 192 && (dv) == 128) {                                              \
-      CALL(192, 128);                                                                      \
-    } else if ((dqk) == 576 && (dv) == 512) {                                              \
-      CALL(576, 512);                                                                      \
-    } else if ((dqk) == 80 && (dv) == 64) {                                                \
-      CALL(80, 64);                                                                        \
-    } else {                                                                               \
-      throw std::invalid_argument("paged attention: no kernel for head dims (" +           \
+#define KITE_ATTENTION_DISPATCH(dqk, dv, CALL)                                            \
+  do {                                                                                    \
+    if ((dqk) == 64 && (dv) == 64) {                                                      \
+      CALL(64, 64);                                                                       \
+    } else if ((dqk) == 128 && (dv) == 128) {                                             \
+      CALL(128, 128);                                                                     \
+    } else if ((dqk) == 256 && (dv) == 256) {                                             \
+      CALL(256, 256);                                                                     \
+    } else if ((dqk) == 192 && (dv) == 128) {                                             \
+      CALL(192, 128);                                                                     \
+    } else if ((dqk) == 576 && (dv) == 512) {                                             \
+      CALL(576, 512);                                                                     \
+    } else if ((dqk) == 80 && (dv) == 64) {                                               \
+      CALL(80, 64);                                                                       \
+    } else {                                                                              \
+      throw std::invalid_argument("paged attention: no kernel for head dims (" +          \
                                   std::to_string(dqk) + ", " + std::to_string(dv) + ")"); \
-    }                                                                                      \
+    }                                                                                     \
   } while (0)

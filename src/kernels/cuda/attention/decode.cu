@@ -43,8 +43,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const KernelP
   const int64_t k_end = split == p.num_splits - 1 ? len : min(len, k_begin + p.keys_per_split);
 
   float q[SQ::kIters][SQ::kVec];
-  load_row<T, DQK>(static_cast<const T*>(p.q) + (int64_t{seq} * p.num_heads + head) * DQK, lane,
-                   q);
+  load_row<T, DQK>(static_cast<const T*>(p.q) + (int64_t{seq} * p.num_heads + head) * DQK, lane, q);
 #pragma unroll
   for (int it = 0; it < SQ::kIters; ++it)
 #pragma unroll
@@ -59,9 +58,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const KernelP
                     kv_head * p.v_head_stride};
   SoftmaxState<T, DV> st;
   st.bad = bad;
-  attend_keys<T, DQK, DV>(st, q, static_cast<const T*>(p.k_cache),
-                          static_cast<const T*>(p.v_cache), kv, k_begin + warp * kKeysPerStep,
-                          k_end, int64_t{kWarps} * kKeysPerStep, lane);
+  attend_keys<T, DQK, DV>(st, q, static_cast<const T*>(p.k_cache), static_cast<const T*>(p.v_cache),
+                          kv, k_begin + warp * kKeysPerStep, k_end, int64_t{kWarps} * kKeysPerStep,
+                          lane);
 
   if (lane == 0) {
     sm_m[warp] = st.m;
@@ -125,7 +124,8 @@ __global__ void decode_combine_kernel(const KernelParams p) {
   const int64_t row = blockIdx.x;
   const float* ml = p.part_ml + row * p.num_splits * 2;
   float local_max = -INFINITY;
-  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) local_max = fmaxf(local_max, ml[2 * s]);
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x)
+    local_max = fmaxf(local_max, ml[2 * s]);
   const float m = block_max(local_max, scratch);
   float local_l = 0.0f;
   for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
@@ -134,7 +134,7 @@ __global__ void decode_combine_kernel(const KernelParams p) {
     local_l += e * ml[2 * s + 1];  // a NaN sum (bad block id) poisons the row
   }
   const float l = block_sum(local_l, scratch);  // its barriers also publish `weights`
-  const bool valid = l > 0.0f;                    // false for NaN and for no keys at all
+  const bool valid = l > 0.0f;                  // false for NaN and for no keys at all
   const float inv = valid ? 1.0f / l : __int_as_float(0x7fffffff);
   const float* acc = p.part_acc + row * p.num_splits * p.head_dim_v;
   T* out = static_cast<T*>(p.out) + row * p.head_dim_v;
@@ -151,8 +151,8 @@ int choose_splits(const PagedAttentionArgs& args, int64_t rows) {
   if (args.num_splits > 0) return std::min(args.num_splits, kMaxSplits);
   const int64_t target_blocks = 4 * int64_t{device_properties().multiProcessorCount};
   const int64_t wanted = (target_blocks + rows - 1) / rows;
-  const int64_t useful = (std::max<int64_t>(args.max_seq_len, 1) + kMinKeysPerSplit - 1) /
-                         kMinKeysPerSplit;
+  const int64_t useful =
+      (std::max<int64_t>(args.max_seq_len, 1) + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   return static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
 }
 
@@ -188,11 +188,11 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
     p.part_acc = base;
     p.part_ml = base + acc_floats;
   }
-#define KITE_RUN_DECODE(DQK, DV)                    \
-  if (p.bf16) {                                     \
-    run_decode<bf16, DQK, DV>(p, stream);           \
-  } else {                                          \
-    run_decode<float, DQK, DV>(p, stream);          \
+#define KITE_RUN_DECODE(DQK, DV)           \
+  if (p.bf16) {                            \
+    run_decode<bf16, DQK, DV>(p, stream);  \
+  } else {                                 \
+    run_decode<float, DQK, DV>(p, stream); \
   }
   KITE_ATTENTION_DISPATCH(p.head_dim_qk, p.head_dim_v, KITE_RUN_DECODE);
 #undef KITE_RUN_DECODE

@@ -31,8 +31,8 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_kernel(const KernelParams
   const int64_t q_begin = p.query_start[seq];
   const int64_t q_len = p.query_start[seq + 1] - q_begin;
   const int64_t seq_len = p.seq_lens[seq];
-  const bool bad = seq_len < 0 || q_len > seq_len ||
-                   seq_len > int64_t{p.max_blocks_per_seq} * p.block_size;
+  const bool bad =
+      seq_len < 0 || q_len > seq_len || seq_len > int64_t{p.max_blocks_per_seq} * p.block_size;
   const KvCursor kv{p.block_tables + int64_t{seq} * p.max_blocks_per_seq,
                     p.block_size,
                     p.num_blocks,
@@ -56,8 +56,7 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_kernel(const KernelParams
     st.bad = bad;
     const int64_t visible = bad ? 0 : seq_len - q_len + row + 1;
     attend_keys<T, DQK, DV>(st, q, static_cast<const T*>(p.k_cache),
-                            static_cast<const T*>(p.v_cache), kv, 0, visible, kKeysPerStep,
-                            lane);
+                            static_cast<const T*>(p.v_cache), kv, 0, visible, kKeysPerStep, lane);
     store_normalised<T, DV>(st, static_cast<T*>(p.out) + (token * p.num_heads + head) * DV, lane);
   }
 }
@@ -65,8 +64,7 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_kernel(const KernelParams
 template <typename T, int DQK, int DV>
 void run_prefill(const KernelParams& p, int64_t max_query_len, cudaStream_t stream) {
   const int64_t tiles = (std::max<int64_t>(max_query_len, 1) + kWarps - 1) / kWarps;
-  const dim3 grid(p.num_heads, static_cast<unsigned>(std::min<int64_t>(tiles, 65535)),
-                  p.num_seqs);
+  const dim3 grid(p.num_heads, static_cast<unsigned>(std::min<int64_t>(tiles, 65535)), p.num_seqs);
   prefill_kernel<T, DQK, DV><<<grid, kWarps * 32, 0, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
 }

@@ -31,9 +31,7 @@ struct BlasLtContext::Plan {
 
 namespace {
 
-cudaDataType_t cuda_type(DType dtype) {
-  return dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
+cudaDataType_t cuda_type(DType dtype) { return dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 // Largest power of two (up to 256) that divides the address: cuBLASLt picks kernels by it.
 int alignment_of(const void* p) {
@@ -79,8 +77,8 @@ BlasLtContext::Plan& BlasLtContext::plan(const PlanKey& key) {
     set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, out);
   }
-  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, in, k, n, k));  // W as K x N
-  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, in, k, m, k));  // x as K x M
+  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, in, k, n, k));   // W as K x N
+  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, in, k, m, k));   // x as K x M
   KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, out, n, m, n));  // y as N x M
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -94,8 +92,8 @@ BlasLtContext::Plan& BlasLtContext::plan(const PlanKey& key) {
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(align_x));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(align_y));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align_y));
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c,
-                                            plan->c, pref, 1, &result, &found);
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                            pref, 1, &result, &found);
   } catch (...) {
     cublasLtMatmulPreferenceDestroy(pref);
     throw;
@@ -123,19 +121,19 @@ void linear(BlasLtContext& ctx, const Tensor& x, const Tensor& weight, const Ten
                      "weight must be [N, K], got " + shape_to_string(weight.shape()));
   const int64_t n = weight.size(0), k = weight.size(1);
   KITE_CUDA_OP_CHECK(k > 0 && x.dim() >= 1 && x.size(-1) == k, kOp,
-                     "x " + shape_to_string(x.shape()) + " must have last dim K = " +
-                         std::to_string(k) + " (K > 0)");
+                     "x " + shape_to_string(x.shape()) +
+                         " must have last dim K = " + std::to_string(k) + " (K > 0)");
   const int64_t m = x.numel() / k;
   KITE_CUDA_OP_CHECK(y.dim() >= 1 && y.size(-1) == n && y.numel() == m * n, kOp,
-                     "y " + shape_to_string(y.shape()) + " must be [" + std::to_string(m) +
-                         ", " + std::to_string(n) + "]");
+                     "y " + shape_to_string(y.shape()) + " must be [" + std::to_string(m) + ", " +
+                         std::to_string(n) + "]");
   KITE_CUDA_OP_CHECK(!bytes_overlap(x, y) && !bytes_overlap(weight, y), kOp,
                      "y must not overlap x or weight");
   if (bias) {
     check_device(*bias, y.dtype(), kOp, "bias");
-    KITE_CUDA_OP_CHECK(bias->numel() == n, kOp,
-                       "bias " + shape_to_string(bias->shape()) + " must have " +
-                           std::to_string(n) + " values");
+    KITE_CUDA_OP_CHECK(
+        bias->numel() == n, kOp,
+        "bias " + shape_to_string(bias->shape()) + " must have " + std::to_string(n) + " values");
   }
   if (m == 0 || n == 0) return;
   const BlasLtContext::PlanKey key{m,

@@ -29,8 +29,7 @@ __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i)
 }
 
 // Block-wide argmax of (value desc, index asc) over entries with !taken[i]; all threads get it.
-__device__ int block_argmax(const float* values, const bool* taken, int n, float* sm_v,
-                            int* sm_i) {
+__device__ int block_argmax(const float* values, const bool* taken, int n, float* sm_v, int* sm_i) {
   float best_v = -INFINITY;
   int best_i = INT_MAX;
   for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -51,13 +50,12 @@ __device__ int block_argmax(const float* values, const bool* taken, int n, float
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* __restrict__ logits,
-                                                             const RouteParams p,
-                                                             int32_t* __restrict__ ids,
-                                                             float* __restrict__ weights) {
+__global__ void __launch_bounds__(kThreads)
+    moe_route_kernel(const T* __restrict__ logits, const RouteParams p, int32_t* __restrict__ ids,
+                     float* __restrict__ weights) {
   extern __shared__ float smem[];
-  float* scores = smem;                      // [E]
-  float* choice = smem + p.num_experts;      // [E]
+  float* scores = smem;                                           // [E]
+  float* choice = smem + p.num_experts;                           // [E]
   bool* taken = reinterpret_cast<bool*>(choice + p.num_experts);  // [E]
   __shared__ float scratch[32];
   __shared__ float sm_v[32];
@@ -151,16 +149,17 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* __restrict
 
 }  // namespace
 
-void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
-               Tensor& expert_ids, Tensor& expert_weights, cudaStream_t stream) {
+void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params, Tensor& expert_ids,
+               Tensor& expert_weights, cudaStream_t stream) {
   constexpr const char* kOp = "moe_route";
   check_device_float(router_logits, kOp, "router_logits");
   check_device(expert_ids, DType::kI32, kOp, "expert_ids");
   check_device(expert_weights, DType::kF32, kOp, "expert_weights");
   KITE_CUDA_OP_CHECK(router_logits.dim() >= 1 && router_logits.size(-1) > 0 &&
                          router_logits.size(-1) <= kMaxExperts,
-                     kOp, "router_logits " + shape_to_string(router_logits.shape()) +
-                              " needs 1 to " + std::to_string(kMaxExperts) + " experts");
+                     kOp,
+                     "router_logits " + shape_to_string(router_logits.shape()) + " needs 1 to " +
+                         std::to_string(kMaxExperts) + " experts");
   const int64_t E = router_logits.size(-1);
   const int64_t tokens = router_logits.numel() / E;
   const int64_t k = params.top_k;
@@ -182,9 +181,9 @@ void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
     KITE_CUDA_OP_CHECK(params.correction_bias->numel() == E, kOp,
                        "correction_bias must have " + std::to_string(E) + " values");
   }
-  KITE_CUDA_OP_CHECK(expert_ids.numel() == tokens * k && expert_weights.numel() == tokens * k,
-                     kOp, "expert_ids and expert_weights must hold [" + std::to_string(tokens) +
-                              ", " + std::to_string(k) + "] values");
+  KITE_CUDA_OP_CHECK(expert_ids.numel() == tokens * k && expert_weights.numel() == tokens * k, kOp,
+                     "expert_ids and expert_weights must hold [" + std::to_string(tokens) + ", " +
+                         std::to_string(k) + "] values");
   KITE_CUDA_OP_CHECK(tokens <= INT32_MAX, kOp, "too many tokens for one launch");
   if (tokens == 0) return;
   RouteParams p{};

@@ -20,9 +20,8 @@ __device__ __forceinline__ void take(float v, int i, float& best_v, int& best_i)
 }
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(kThreads) argmax_kernel(const T* __restrict__ logits,
-                                                          int64_t vocab,
-                                                          int32_t* __restrict__ ids) {
+__global__ void __launch_bounds__(kThreads)
+    argmax_kernel(const T* __restrict__ logits, int64_t vocab, int32_t* __restrict__ ids) {
   __shared__ float sm_v[32];
   __shared__ int sm_i[32];
   const T* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -32,7 +31,8 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const T* __restrict__ 
   for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
     const Vec<T, VEC> v = load_vec<T, VEC>(row + i * VEC);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) take(to_float(v.v[j]), static_cast<int>(i * VEC + j), best_v, best_i);
+    for (int j = 0; j < VEC; ++j)
+      take(to_float(v.v[j]), static_cast<int>(i * VEC + j), best_v, best_i);
   }
   for (int64_t i = vecs * VEC + threadIdx.x; i < vocab; i += blockDim.x)
     take(to_float(row[i]), static_cast<int>(i), best_v, best_i);
@@ -44,7 +44,8 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const T* __restrict__ 
   if (threadIdx.x % 32 == 0) sm_v[threadIdx.x / 32] = best_v, sm_i[threadIdx.x / 32] = best_i;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) take(sm_v[w], sm_i[w], best_v, best_i);
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+      take(sm_v[w], sm_i[w], best_v, best_i);
     ids[blockIdx.x] = best_i == INT_MAX ? 0 : best_i;
   }
 }
