@@ -22,7 +22,8 @@ T_BENCH=${T_BENCH:-90}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}  # CPU references
 
 echo "== nvidia-smi"
-nvidia-smi 2>&1 | tee "$OUT/nvidia-smi.txt" | head -20
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+cat "$OUT/nvidia-smi.txt"
 
 if [ ! -x "$BIN" ]; then
   echo "missing $BIN: build it with tools/cuda/build.sh and carry build-cuda/kite_cuda_tests and build-cuda/lib"
