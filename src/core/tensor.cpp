@@ -49,8 +49,10 @@ Tensor Tensor::from_vector(const std::vector<float>& values, Shape shape) {
   return t;
 }
 
-Tensor Tensor::wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner) {
+Tensor Tensor::wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner,
+                    Device device) {
   Tensor t;
+  t.device_ = device;
   t.owner_ = std::move(owner);
   t.data_ = data;
   t.shape_ = std::move(shape);
@@ -78,12 +80,16 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::clone() const {
+  if (device_ != Device::kCpu)
+    throw std::invalid_argument("clone: device tensor; copy it to the host first");
   Tensor t = empty(shape_, dtype_);
   if (size_bytes()) std::memcpy(t.data_, data_, size_bytes());
   return t;
 }
 
 Tensor Tensor::to_f32() const {
+  if (device_ != Device::kCpu)
+    throw std::invalid_argument("to_f32: device tensor; copy it to the host first");
   Tensor out = empty(shape_, DType::kF32);
   float* o = out.data<float>();
   const int64_t n = numel();

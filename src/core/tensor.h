@@ -32,8 +32,10 @@ class Tensor {
   static Tensor empty(Shape shape, DType dtype = DType::kF32);
   static Tensor zeros(Shape shape, DType dtype = DType::kF32);
   static Tensor from_vector(const std::vector<float>& values, Shape shape);
-  // Wraps memory owned elsewhere (e.g. an mmap); `owner` keeps it alive.
-  static Tensor wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner);
+  // Wraps memory owned elsewhere (e.g. an mmap, or device memory with Device::kCuda); `owner`
+  // keeps it alive. Host-side accessors (clone, to_f32, f32) are for kCpu tensors only.
+  static Tensor wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner,
+                     Device device = Device::kCpu);
 
   bool defined() const { return owner_ != nullptr || data_ != nullptr; }
   DType dtype() const { return dtype_; }

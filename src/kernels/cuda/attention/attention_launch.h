@@ -1,0 +1,61 @@
+// Host-side plumbing shared by the decode and prefill launchers: validated dimensions and
+// strides of one call, the kernel parameter block, and the head-dim dispatch.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/attention/paged_attention.h"
+
+namespace kite::cuda::attention {
+
+// Everything a kernel needs, as plain pointers and sizes (passed by value to the kernel).
+struct KernelParams {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  void* out = nullptr;
+  const int32_t* query_start = nullptr;  // prefill
+  const int32_t* seq_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  float* part_acc = nullptr;  // decode with splits > 1: [S, H, splits, DV]
+  float* part_ml = nullptr;   // [S, H, splits, 2]: max and sum
+  int num_tokens = 0, num_seqs = 0, num_heads = 0, num_kv_heads = 0;
+  int block_size = 0, num_blocks = 0, max_blocks_per_seq = 0;
+  int num_splits = 1;
+  int64_t keys_per_split = 0;
+  int64_t k_slot_stride = 0, v_slot_stride = 0, k_head_stride = 0, v_head_stride = 0;
+  float scale_log2 = 0.0f;  // scale * log2(e)
+  int head_dim_qk = 0, head_dim_v = 0;
+  bool bf16 = false;
+};
+
+// Checks one call (op = "paged_decode_attention" or "paged_prefill_attention") and fills the
+// sizes and pointers of KernelParams (not the split fields).
+KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k_cache,
+                                const Tensor& v_cache, const PagedAttentionArgs& args,
+                                const Tensor& out, bool decode);
+
+}  // namespace kite::cuda::attention
+
+// Expands CALL(DQK, DV) for the call's head dims (one branch per kSupportedHeadDims entry).
+#define KITE_ATTENTION_DISPATCH(dqk, dv, CALL)                                            \
+  do {                                                                                    \
+    if ((dqk) == 64 && (dv) == 64) {                                                      \
+      CALL(64, 64);                                                                       \
+    } else if ((dqk) == 128 && (dv) == 128) {                                             \
+      CALL(128, 128);                                                                     \
+    } else if ((dqk) == 256 && (dv) == 256) {                                             \
+      CALL(256, 256);                                                                     \
+    } else if ((dqk) == 192 && (dv) == 128) {                                             \
+      CALL(192, 128);                                                                     \
+    } else if ((dqk) == 576 && (dv) == 512) {                                             \
+      CALL(576, 512);                                                                     \
+    } else if ((dqk) == 80 && (dv) == 64) {                                               \
+      CALL(80, 64);                                                                       \
+    } else {                                                                              \
+      throw std::invalid_argument("paged attention: no kernel for head dims (" +          \
+                                  std::to_string(dqk) + ", " + std::to_string(dv) + ")"); \
+    }                                                                                     \
+  } while (0)

@@ -1,0 +1,201 @@
+// Split-K paged decode attention (flash-decoding).
+//
+// Kernel 1, block (sequence s, query head h, split p): four warps share the split's keys
+// [p * keys_per_split, ...), four keys at a time each, every warp keeping its own online
+// softmax state; the block merges the four states in shared memory. With one split the block
+// writes the normalised output; otherwise it writes its unnormalised partial (max m, sum l,
+// acc) and kernel 2, block (s, h), rescales the partials to a common max and normalises.
+// The last split runs to the sequence's real length, so a seq_len above args.max_seq_len is
+// still attended in full (only the work is uneven).
+#include <algorithm>
+
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_launch.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/stream.h"
+
+namespace kite::cuda {
+namespace {
+
+using attention::KernelParams;
+constexpr int kWarps = 4;
+constexpr int kMaxSplits = 256;
+constexpr int64_t kMinKeysPerSplit = 256;
+
+template <typename T, int DQK, int DV>
+__global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const KernelParams p) {
+  using namespace attention;
+  using SQ = HeadSplit<T, DQK>;
+  using SV = HeadSplit<T, DV>;
+  __shared__ float sm_acc[kWarps][DV];
+  __shared__ float sm_m[kWarps], sm_l[kWarps];
+  __shared__ int sm_bad[kWarps];
+
+  const int seq = blockIdx.x / p.num_heads, head = blockIdx.x % p.num_heads;
+  const int split = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+
+  const int64_t seq_len = p.seq_lens[seq];
+  const bool bad = seq_len < 0 || seq_len > int64_t{p.max_blocks_per_seq} * p.block_size;
+  const int64_t len = bad ? 0 : seq_len;
+  const int64_t k_begin = split * p.keys_per_split;
+  const int64_t k_end = split == p.num_splits - 1 ? len : min(len, k_begin + p.keys_per_split);
+
+  float q[SQ::kIters][SQ::kVec];
+  load_row<T, DQK>(static_cast<const T*>(p.q) + (int64_t{seq} * p.num_heads + head) * DQK, lane, q);
+#pragma unroll
+  for (int it = 0; it < SQ::kIters; ++it)
+#pragma unroll
+    for (int j = 0; j < SQ::kVec; ++j) q[it][j] *= p.scale_log2;
+
+  const KvCursor kv{p.block_tables + int64_t{seq} * p.max_blocks_per_seq,
+                    p.block_size,
+                    p.num_blocks,
+                    p.k_slot_stride,
+                    p.v_slot_stride,
+                    kv_head * p.k_head_stride,
+                    kv_head * p.v_head_stride};
+  SoftmaxState<T, DV> st;
+  st.bad = bad;
+  attend_keys<T, DQK, DV>(st, q, static_cast<const T*>(p.k_cache), static_cast<const T*>(p.v_cache),
+                          kv, k_begin + warp * kKeysPerStep, k_end, int64_t{kWarps} * kKeysPerStep,
+                          lane);
+
+  if (lane == 0) {
+    sm_m[warp] = st.m;
+    sm_l[warp] = st.l;
+    sm_bad[warp] = st.bad;
+  }
+#pragma unroll
+  for (int it = 0; it < SV::kIters; ++it) {
+    if (!SV::owns(it, lane)) continue;
+#pragma unroll
+    for (int j = 0; j < SV::kVec; ++j) sm_acc[warp][SV::offset(it, lane) + j] = st.acc[it][j];
+  }
+  __syncthreads();
+
+  float m = -INFINITY;
+  bool any_bad = false;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    m = fmaxf(m, sm_m[w]);
+    any_bad |= sm_bad[w] != 0;
+  }
+  float weight[kWarps];
+  float l = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    weight[w] = sm_m[w] == -INFINITY ? 0.0f : exp2f(sm_m[w] - m);
+    l += weight[w] * sm_l[w];
+  }
+  const int64_t row = int64_t{seq} * p.num_heads + head;
+  if (p.num_splits == 1) {
+    const bool valid = !any_bad && l > 0.0f;
+    const float inv = valid ? 1.0f / l : __int_as_float(0x7fffffff);
+    T* out = static_cast<T*>(p.out) + row * DV;
+    for (int d = threadIdx.x; d < DV; d += blockDim.x) {
+      float a = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) a += weight[w] * sm_acc[w][d];
+      out[d] = from_float<T>(a * inv);
+    }
+    return;
+  }
+  const int64_t part = row * p.num_splits + split;
+  float* acc_out = p.part_acc + part * DV;
+  for (int d = threadIdx.x; d < DV; d += blockDim.x) {
+    float a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) a += weight[w] * sm_acc[w][d];
+    acc_out[d] = a;
+  }
+  if (threadIdx.x == 0) {
+    p.part_ml[part * 2] = m;
+    p.part_ml[part * 2 + 1] = any_bad ? __int_as_float(0x7fffffff) : l;
+  }
+}
+
+// Block (s, h): out = sum_p e_p acc_p / sum_p e_p l_p with e_p = exp2(m_p - max m).
+template <typename T>
+__global__ void decode_combine_kernel(const KernelParams p) {
+  __shared__ float weights[kMaxSplits];
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const float* ml = p.part_ml + row * p.num_splits * 2;
+  float local_max = -INFINITY;
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x)
+    local_max = fmaxf(local_max, ml[2 * s]);
+  const float m = block_max(local_max, scratch);
+  float local_l = 0.0f;
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
+    const float e = ml[2 * s] == -INFINITY ? 0.0f : exp2f(ml[2 * s] - m);
+    weights[s] = e;
+    local_l += e * ml[2 * s + 1];  // a NaN sum (bad block id) poisons the row
+  }
+  const float l = block_sum(local_l, scratch);  // its barriers also publish `weights`
+  const bool valid = l > 0.0f;                  // false for NaN and for no keys at all
+  const float inv = valid ? 1.0f / l : __int_as_float(0x7fffffff);
+  const float* acc = p.part_acc + row * p.num_splits * p.head_dim_v;
+  T* out = static_cast<T*>(p.out) + row * p.head_dim_v;
+  for (int d = threadIdx.x; d < p.head_dim_v; d += blockDim.x) {
+    float a = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) a += weights[s] * acc[int64_t{s} * p.head_dim_v + d];
+    out[d] = from_float<T>(a * inv);
+  }
+}
+
+// Splits so that the grid has about four blocks per multiprocessor, each with at least
+// kMinKeysPerSplit keys of the longest sequence.
+int choose_splits(const PagedAttentionArgs& args, int64_t rows) {
+  if (args.num_splits > 0) return std::min(args.num_splits, kMaxSplits);
+  const int64_t target_blocks = 4 * int64_t{device_properties().multiProcessorCount};
+  const int64_t wanted = (target_blocks + rows - 1) / rows;
+  const int64_t useful =
+      (std::max<int64_t>(args.max_seq_len, 1) + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  return static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
+}
+
+template <typename T, int DQK, int DV>
+void run_decode(const KernelParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_seqs * p.num_heads), p.num_splits);
+  decode_split_kernel<T, DQK, DV><<<grid, kWarps * 32, 0, stream>>>(p);
+  KITE_CUDA_CHECK_LAUNCH();
+  if (p.num_splits > 1) {
+    decode_combine_kernel<T><<<p.num_seqs * p.num_heads, 128, 0, stream>>>(p);
+    KITE_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                            Tensor& out, cudaStream_t stream) {
+  KernelParams p = attention::check_and_describe("paged_decode_attention", q, k_cache, v_cache,
+                                                 args, out, /*decode=*/true);
+  if (p.num_seqs == 0 || p.num_heads == 0) return;
+  const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
+  p.num_splits = choose_splits(args, rows);
+  const int64_t max_len = std::max<int64_t>(args.max_seq_len, 1);
+  // Whole steps of the four warps, so no warp starts a split mid-step.
+  constexpr int64_t kStep = kWarps * attention::kKeysPerStep;
+  p.keys_per_split = ((max_len + p.num_splits - 1) / p.num_splits + kStep - 1) / kStep * kStep;
+  if (p.num_splits > 1) {
+    const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * p.head_dim_v;
+    const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
+    auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
+    p.part_acc = base;
+    p.part_ml = base + acc_floats;
+  }
+#define KITE_RUN_DECODE(DQK, DV)           \
+  if (p.bf16) {                            \
+    run_decode<bf16, DQK, DV>(p, stream);  \
+  } else {                                 \
+    run_decode<float, DQK, DV>(p, stream); \
+  }
+  KITE_ATTENTION_DISPATCH(p.head_dim_qk, p.head_dim_v, KITE_RUN_DECODE);
+#undef KITE_RUN_DECODE
+}
+
+}  // namespace kite::cuda

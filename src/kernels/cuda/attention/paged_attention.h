@@ -1,0 +1,70 @@
+// Paged attention on the GPU: split-K decode (flash-decoding) and causal prefill over a paged
+// KV cache. Same function as ops::paged_attention (kernels/ops.h): scores = q·k * scale,
+// causal, GQA (query head h reads kv head h / (num_heads / num_kv_heads)), softmax in fp32.
+//
+// Layouts (device tensors, q/caches/out one dtype, F32 or BF16):
+//   q        [T, num_heads, head_dim_qk]
+//   k_cache  [num_blocks, block_size, num_kv_heads, head_dim_qk]
+//   v_cache  [num_blocks, block_size, num_kv_heads, head_dim_v], or the same tensor as
+//            k_cache: then V is the first head_dim_v dims of each K row (MLA's latent cache,
+//            576-wide rows whose first 512 dims are the value)
+//   out      [T, num_heads, head_dim_v]
+// (head_dim_qk, head_dim_v) must be one of kSupportedHeadDims (compile-time kernel variants).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/cuda/device_buffer.h"
+
+namespace kite::cuda {
+
+// (qk, v) pairs with a compiled kernel: Llama/Qwen (64, 128), DeepSeek MLA non-absorbed
+// (192, 128), MLA absorbed (576, 512), kite-tiny's absorbed MLA (80, 64), and 256.
+inline constexpr int kSupportedHeadDims[][2] = {{64, 64},   {128, 128}, {256, 256},
+                                                {192, 128}, {576, 512}, {80, 64}};
+
+// The batch, on the device. Sequence s owns query rows [query_start[s], query_start[s+1]) and
+// its first seq_lens[s] cached tokens, found through block_tables[s]; its queries are the last
+// tokens of those, so query i of q_len sees keys [0, seq_len - q_len + i].
+struct PagedAttentionArgs {
+  Tensor query_start;   // I32 [num_seqs + 1]; prefill only (decode has query s = sequence s)
+  Tensor seq_lens;      // I32 [num_seqs]
+  Tensor block_tables;  // I32 [num_seqs, max_blocks_per_seq]
+  int64_t block_size = 16;
+  float scale = 1.0f;
+  // Host-side upper bounds, as the scheduler knows them. They size the grid only: a larger
+  // value costs idle blocks, a smaller one costs speed (work loops stride past it), never
+  // correctness.
+  int64_t max_query_len = 1;  // prefill: longest query run
+  int64_t max_seq_len = 1;    // decode: longest sequence (chooses the split count)
+  int num_splits = 0;         // decode: key splits per sequence; 0 chooses from the device
+};
+
+// Scratch for split-K decode partial results, grown on demand (growing waits for the device).
+class AttentionWorkspace {
+ public:
+  void* reserve(size_t size_bytes) {
+    buffer_.reserve(size_bytes);
+    return buffer_.data();
+  }
+
+ private:
+  DeviceBuffer buffer_;
+};
+
+// One query per sequence (T == num_seqs). Keys are split into chunks processed by separate
+// blocks; a second kernel merges the partial softmax states. Never reads a block id outside
+// [0, num_blocks) or past max_blocks_per_seq: such a sequence's output is NaN.
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                            Tensor& out, cudaStream_t stream);
+
+// Any batch (prefill, chunked prefill with a cached prefix, decode rows mixed in), causal,
+// variable lengths in one launch. Rows of a sequence with more queries than keys are NaN.
+void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             const PagedAttentionArgs& args, Tensor& out, cudaStream_t stream);
+
+}  // namespace kite::cuda

@@ -1,0 +1,78 @@
+// The CUDA backend's op entry points: the ops of kernels/ops.h for device tensors, plus the
+// fused forms the GPU wants (rope + KV-cache write). Each is tested against its CPU op.
+//
+// Conventions (read with kernels/ops.h, whose layouts and formulas these follow):
+//   - Tensors are device tensors (device_buffer.h): contiguous, row-major, F32 or BF16 for
+//     activations and weights (one dtype per call unless stated), fp32 arithmetic inside.
+//   - Work is queued on `stream` and the call returns at once; nothing synchronises.
+//   - Launchers check shapes/dtypes and throw std::invalid_argument on a programming error;
+//     CUDA failures throw CudaError (cuda_check.h).
+//   - Data that lives on the device and cannot be checked without a sync (token ids, slots,
+//     block ids) is made safe instead: kernels never read or write out of bounds, and an
+//     invalid entry yields NaN output (or is skipped, for slots) rather than garbage.
+// Attention, linear, MoE routing and sampling are declared in their own headers
+// (attention/paged_attention.h, gemm/blaslt.h, moe/moe_routing.h, sampling/sampling.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace kite::cuda {
+
+// out = rms_norm(x) * weight over the last dim; x, weight [H], out share one dtype.
+// out may alias x. One block per row.
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream);
+
+// residual += x (stored rounded to the dtype); out = rms_norm(residual) * weight, normalising
+// the stored residual. out may alias x, never residual.
+void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out,
+                  cudaStream_t stream);
+
+// out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]. Unlike the CPU op, out must not overlap
+// gate_up: rows run in parallel, so an in-place write would race with other rows' reads.
+void silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+
+// out[t] = table[ids[t]] with table [vocab, hidden], ids I32 [T], out [T, hidden] (table's
+// dtype). An id outside [0, vocab) writes a NaN row (the CPU op throws; here ids are on the
+// device, and checking them would need a sync).
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaStream_t stream);
+
+// Rotary embedding in place on x [T, num_heads, head_dim] over dims [rot_offset, +rot_dim),
+// with cos/sin F32 [T, rot_dim/2]; formulas as ops::rope (both styles).
+void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& cos, const Tensor& sin,
+          ops::RopeStyle style, cudaStream_t stream);
+
+// Writes the rows of src [T, ...] into cache [num_blocks, block_size, ...] viewed as
+// [num_slots, width], at slot_mapping (I64 [T]); src and cache share a dtype. A slot outside
+// [0, num_slots) is skipped: negative slots mark padding tokens (e.g. in a captured graph).
+void write_cache(const Tensor& src, const Tensor& slot_mapping, Tensor& cache, cudaStream_t stream);
+
+// One launch for the attention input step: rotates q (optional) and k in place, writes the
+// rotated k rows into k_cache and v's rows (optional) into v_cache at slot_mapping (slots as in
+// write_cache). q and k may rotate different dims (MLA: q's rope dims follow its nope dims;
+// the latent's follow kv_lora_rank) but share rot_dim, cos/sin and style.
+struct RopeCacheParams {
+  Tensor* q = nullptr;  // [T, Hq, Dq] or null
+  int64_t q_rot_offset = 0;
+  Tensor* k = nullptr;  // [T, Hk, Dk], required
+  int64_t k_rot_offset = 0;
+  const Tensor* v = nullptr;  // [T, Hk, Dv] or null
+  Tensor* k_cache = nullptr;  // [num_blocks, block_size, Hk, Dk], required
+  Tensor* v_cache = nullptr;  // [num_blocks, block_size, Hk, Dv], required iff v is set
+  int64_t rot_dim = 0;
+  ops::RopeStyle style = ops::RopeStyle::kNeox;
+  const Tensor* cos = nullptr;           // F32 [T, rot_dim/2]
+  const Tensor* sin = nullptr;           // F32 [T, rot_dim/2]
+  const Tensor* slot_mapping = nullptr;  // I64 [T]
+};
+void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
+
+// Fills an F32 or BF16 device tensor with uniform values in [lo, hi), a function of (seed,
+// element index) only. For benchmarks and dummy weights, never zeros.
+void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed, cudaStream_t stream);
+
+}  // namespace kite::cuda

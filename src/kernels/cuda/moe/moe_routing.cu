@@ -1,0 +1,216 @@
+// MoE router, one block per token: scores (softmax or sigmoid), optional group limiting
+// (DeepSeek-V2 max-of-group, DeepSeek-V3 sum-of-best-two with the correction bias), then top_k
+// by repeated block-wide argmax. Every comparison is (value descending, expert id ascending),
+// the order of the CPU op, so the same experts come out in the same order.
+#include <climits>
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/moe/moe_routing.h"
+
+namespace kite::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxExperts = 4096;
+constexpr int kMaxGroups = 64;
+
+struct RouteParams {
+  int num_experts, top_k, n_group, topk_group;
+  bool sigmoid, group_limited, noaux, norm_topk_prob;
+  float routed_scaling_factor;
+  const float* bias;  // [E] or null
+};
+
+__device__ __forceinline__ bool better(float v, int i, float best_v, int best_i) {
+  return v > best_v || (v == best_v && i < best_i);
+}
+
+// Block-wide argmax of (value desc, index asc) over entries with !taken[i]; all threads get it.
+__device__ int block_argmax(const float* values, const bool* taken, int n, float* sm_v, int* sm_i) {
+  float best_v = -INFINITY;
+  int best_i = INT_MAX;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    if (!taken[i] && better(values[i], i, best_v, best_i)) best_v = values[i], best_i = i;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, best_v, offset);
+    const int i = __shfl_xor_sync(0xffffffffu, best_i, offset);
+    if (better(v, i, best_v, best_i)) best_v = v, best_i = i;
+  }
+  __syncthreads();  // sm_v/sm_i may be in use by the previous call
+  if (threadIdx.x % 32 == 0) sm_v[threadIdx.x / 32] = best_v, sm_i[threadIdx.x / 32] = best_i;
+  __syncthreads();
+  best_v = -INFINITY;
+  best_i = INT_MAX;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w)
+    if (better(sm_v[w], sm_i[w], best_v, best_i)) best_v = sm_v[w], best_i = sm_i[w];
+  return best_i;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    moe_route_kernel(const T* __restrict__ logits, const RouteParams p, int32_t* __restrict__ ids,
+                     float* __restrict__ weights) {
+  extern __shared__ float smem[];
+  float* scores = smem;                                           // [E]
+  float* choice = smem + p.num_experts;                           // [E]
+  bool* taken = reinterpret_cast<bool*>(choice + p.num_experts);  // [E]
+  __shared__ float scratch[32];
+  __shared__ float sm_v[32];
+  __shared__ int sm_i[32];
+  __shared__ bool keep_group[kMaxGroups];
+  __shared__ int chosen[32];
+
+  const int E = p.num_experts;
+  const T* row = logits + static_cast<int64_t>(blockIdx.x) * E;
+  float local_max = -INFINITY;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    scores[e] = to_float(row[e]);
+    local_max = fmaxf(local_max, scores[e]);
+    taken[e] = false;
+  }
+  if (p.sigmoid) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) scores[e] = 1.0f / (1.0f + expf(-scores[e]));
+  } else {
+    const float m = block_max(local_max, scratch);
+    float local_sum = 0.0f;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      scores[e] = expf(scores[e] - m);
+      local_sum += scores[e];
+    }
+    const float inv = 1.0f / block_sum(local_sum, scratch);
+    for (int e = threadIdx.x; e < E; e += blockDim.x) scores[e] *= inv;
+  }
+  for (int e = threadIdx.x; e < E; e += blockDim.x)
+    choice[e] = scores[e] + (p.noaux && p.bias ? p.bias[e] : 0.0f);
+  __syncthreads();
+
+  if (p.group_limited || p.noaux) {
+    const int group_size = E / p.n_group;
+    __shared__ float group_score[kMaxGroups];
+    for (int g = threadIdx.x; g < p.n_group; g += blockDim.x) {
+      const float* c = choice + g * group_size;
+      float best1 = -INFINITY, best2 = -INFINITY;
+      for (int i = 0; i < group_size; ++i) {
+        if (c[i] > best1) {
+          best2 = best1;
+          best1 = c[i];
+        } else if (c[i] > best2) {
+          best2 = c[i];
+        }
+      }
+      // V3: sum of the best two (one for a 1-expert group); V2: the best.
+      group_score[g] = p.noaux ? (group_size >= 2 ? best1 + best2 : best1) : best1;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int g = 0; g < p.n_group; ++g) keep_group[g] = false;
+      for (int r = 0; r < p.topk_group; ++r) {
+        int best = -1;
+        for (int g = 0; g < p.n_group; ++g)
+          if (!keep_group[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+        keep_group[best] = true;
+      }
+    }
+    __syncthreads();
+    const float masked = p.noaux ? -INFINITY : 0.0f;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      if (!keep_group[e / group_size]) choice[e] = masked;
+    __syncthreads();
+  }
+
+  for (int r = 0; r < p.top_k; ++r) {
+    const int best = block_argmax(choice, taken, E, sm_v, sm_i);
+    if (threadIdx.x == 0) {
+      chosen[r] = best == INT_MAX ? -1 : best;
+      if (best != INT_MAX) taken[best] = true;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    int32_t* out_ids = ids + static_cast<int64_t>(blockIdx.x) * p.top_k;
+    float* out_w = weights + static_cast<int64_t>(blockIdx.x) * p.top_k;
+    float sum = 0.0f;
+    for (int r = 0; r < p.top_k; ++r) {
+      const int e = chosen[r];
+      out_ids[r] = e < 0 ? 0 : e;
+      out_w[r] = e < 0 ? __int_as_float(0x7fffffff) : (p.noaux ? scores[e] : choice[e]);
+      sum += out_w[r];
+    }
+    const float denom = sum + 1e-20f;
+    for (int r = 0; r < p.top_k; ++r) {
+      if (p.norm_topk_prob) out_w[r] /= denom;
+      out_w[r] *= p.routed_scaling_factor;
+    }
+  }
+}
+
+}  // namespace
+
+void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params, Tensor& expert_ids,
+               Tensor& expert_weights, cudaStream_t stream) {
+  constexpr const char* kOp = "moe_route";
+  check_device_float(router_logits, kOp, "router_logits");
+  check_device(expert_ids, DType::kI32, kOp, "expert_ids");
+  check_device(expert_weights, DType::kF32, kOp, "expert_weights");
+  KITE_CUDA_OP_CHECK(router_logits.dim() >= 1 && router_logits.size(-1) > 0 &&
+                         router_logits.size(-1) <= kMaxExperts,
+                     kOp,
+                     "router_logits " + shape_to_string(router_logits.shape()) + " needs 1 to " +
+                         std::to_string(kMaxExperts) + " experts");
+  const int64_t E = router_logits.size(-1);
+  const int64_t tokens = router_logits.numel() / E;
+  const int64_t k = params.top_k;
+  KITE_CUDA_OP_CHECK(k >= 1 && k <= E && k <= 32, kOp,
+                     "top_k " + std::to_string(k) + " must be in [1, min(32, experts)]");
+  const bool grouped = params.method != ops::MoeTopkMethod::kGreedy;
+  if (grouped) {
+    KITE_CUDA_OP_CHECK(params.n_group >= 1 && params.n_group <= kMaxGroups &&
+                           E % params.n_group == 0 && params.topk_group >= 1 &&
+                           params.topk_group <= params.n_group,
+                       kOp,
+                       "n_group " + std::to_string(params.n_group) + " must divide " +
+                           std::to_string(E) + " experts (at most 64 groups) and topk_group " +
+                           std::to_string(params.topk_group) + " must be in [1, n_group]");
+  }
+  const bool noaux = params.method == ops::MoeTopkMethod::kNoauxTc;
+  if (noaux && params.correction_bias) {
+    check_device(*params.correction_bias, DType::kF32, kOp, "correction_bias");
+    KITE_CUDA_OP_CHECK(params.correction_bias->numel() == E, kOp,
+                       "correction_bias must have " + std::to_string(E) + " values");
+  }
+  KITE_CUDA_OP_CHECK(expert_ids.numel() == tokens * k && expert_weights.numel() == tokens * k, kOp,
+                     "expert_ids and expert_weights must hold [" + std::to_string(tokens) + ", " +
+                         std::to_string(k) + "] values");
+  KITE_CUDA_OP_CHECK(tokens <= INT32_MAX, kOp, "too many tokens for one launch");
+  if (tokens == 0) return;
+  RouteParams p{};
+  p.num_experts = static_cast<int>(E);
+  p.top_k = static_cast<int>(k);
+  p.n_group = grouped ? static_cast<int>(params.n_group) : 1;
+  p.topk_group = grouped ? static_cast<int>(params.topk_group) : 1;
+  p.sigmoid = params.scoring == ops::MoeScoring::kSigmoid;
+  p.group_limited = params.method == ops::MoeTopkMethod::kGroupLimitedGreedy;
+  p.noaux = noaux;
+  p.norm_topk_prob = params.norm_topk_prob;
+  p.routed_scaling_factor = params.routed_scaling_factor;
+  p.bias = noaux && params.correction_bias
+               ? static_cast<const float*>(params.correction_bias->raw())
+               : nullptr;
+  const size_t smem = static_cast<size_t>(E) * (2 * sizeof(float) + sizeof(bool));
+  auto* ids = static_cast<int32_t*>(expert_ids.raw());
+  auto* w = static_cast<float*>(expert_weights.raw());
+  const auto grid = static_cast<unsigned>(tokens);
+  if (router_logits.dtype() == DType::kF32) {
+    moe_route_kernel<float><<<grid, kThreads, smem, stream>>>(
+        static_cast<const float*>(router_logits.raw()), p, ids, w);
+  } else {
+    moe_route_kernel<bf16><<<grid, kThreads, smem, stream>>>(
+        static_cast<const bf16*>(router_logits.raw()), p, ids, w);
+  }
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kite::cuda

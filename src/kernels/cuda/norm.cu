@@ -1,0 +1,128 @@
+// RMSNorm and the fused residual-add + RMSNorm, one block per row.
+//
+// Pass 1 reads the row in 16-byte vectors (8 bf16 or 4 fp32 per thread-access), accumulates
+// the sum of squares in fp32 and, for the fused form, stores residual + x rounded to the
+// dtype. Pass 2 re-reads the same elements (each thread its own, so from L1/L2 and with no
+// cross-thread dependency) and writes weight * (x * inv_rms), rounding x * inv_rms to the
+// dtype first as Hugging Face's LlamaRMSNorm does for bf16 (exact for fp32).
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_buffer.h"
+
+namespace kite::cuda {
+namespace {
+
+template <typename T, int VEC, bool kAddResidual>
+__global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no __restrict__
+                                const T* __restrict__ weight, T* out, int hidden, float eps) {
+  __shared__ float scratch[32];
+  const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * hidden;
+  const T* x_row = x + row_offset;
+  T* res_row = kAddResidual ? residual + row_offset : nullptr;
+  T* out_row = out + row_offset;
+  const int num_vecs = hidden / VEC;
+
+  float sum_sq = 0.0f;
+  for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
+    Vec<T, VEC> a = load_vec<T, VEC>(x_row + i * VEC);
+    if constexpr (kAddResidual) {
+      const Vec<T, VEC> r = load_vec<T, VEC>(res_row + i * VEC);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) a.v[j] = from_float<T>(to_float(a.v[j]) + to_float(r.v[j]));
+      store_vec<T, VEC>(res_row + i * VEC, a);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float f = to_float(a.v[j]);
+      sum_sq += f * f;
+    }
+  }
+  // The barrier inside block_sum also orders pass 1's reads of x before pass 2's writes of an
+  // aliased out.
+  const float variance = block_sum(sum_sq, scratch) / static_cast<float>(hidden);
+  const float inv_rms = rsqrtf(variance + eps);
+
+  const T* src = kAddResidual ? res_row : x_row;
+  for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
+    const Vec<T, VEC> a = load_vec<T, VEC>(src + i * VEC);
+    const Vec<T, VEC> w = load_vec<T, VEC>(weight + i * VEC);
+    Vec<T, VEC> o;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float normed = to_float(from_float<T>(to_float(a.v[j]) * inv_rms));
+      o.v[j] = from_float<T>(normed * to_float(w.v[j]));
+    }
+    store_vec<T, VEC>(out_row + i * VEC, o);
+  }
+}
+
+template <typename T, bool kAddResidual>
+void launch_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor& out,
+                 cudaStream_t stream) {
+  const int64_t hidden = x.size(-1);
+  const int64_t rows = x.numel() / hidden;
+  if (rows == 0) return;
+  constexpr int kVec = 16 / sizeof(T);
+  const T* xp = static_cast<const T*>(x.raw());
+  T* rp = residual ? static_cast<T*>(residual->raw()) : nullptr;
+  const T* wp = static_cast<const T*>(weight.raw());
+  T* op = static_cast<T*>(out.raw());
+  const bool vectorised = hidden % kVec == 0 &&
+                          all_aligned(16, xp, wp, static_cast<const T*>(op)) &&
+                          (rp == nullptr || all_aligned(16, static_cast<const T*>(rp)));
+  const int64_t vecs = vectorised ? hidden / kVec : hidden;
+  const int threads =
+      static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (vecs + 31) / 32 * 32)));
+  const auto h = static_cast<int>(hidden);
+  if (vectorised) {
+    rms_norm_kernel<T, kVec, kAddResidual><<<rows, threads, 0, stream>>>(xp, rp, wp, op, h, eps);
+  } else {
+    rms_norm_kernel<T, 1, kAddResidual><<<rows, threads, 0, stream>>>(xp, rp, wp, op, h, eps);
+  }
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+void check_norm_args(const char* op, const Tensor& x, const Tensor& weight, const Tensor& out) {
+  check_device_float(x, op, "x");
+  check_device(weight, x.dtype(), op, "weight");
+  check_device(out, x.dtype(), op, "out");
+  KITE_CUDA_OP_CHECK(x.dim() >= 1 && x.size(-1) > 0 && x.size(-1) <= (1 << 24), op,
+                     "x " + shape_to_string(x.shape()) + " needs 1 to 2^24 features");
+  KITE_CUDA_OP_CHECK(weight.numel() == x.size(-1), op,
+                     "weight " + shape_to_string(weight.shape()) + " must have " +
+                         std::to_string(x.size(-1)) + " values");
+  KITE_CUDA_OP_CHECK(
+      out.numel() == x.numel() && out.size(-1) == x.size(-1), op,
+      "out " + shape_to_string(out.shape()) + " must match x " + shape_to_string(x.shape()));
+  KITE_CUDA_OP_CHECK(x.numel() / x.size(-1) <= INT32_MAX, op, "too many rows for one launch");
+}
+
+}  // namespace
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream) {
+  check_norm_args("rms_norm", x, weight, out);
+  if (x.dtype() == DType::kF32) {
+    launch_norm<float, false>(x, nullptr, weight, eps, out, stream);
+  } else {
+    launch_norm<bf16, false>(x, nullptr, weight, eps, out, stream);
+  }
+}
+
+void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out,
+                  cudaStream_t stream) {
+  constexpr const char* kOp = "add_rms_norm";
+  check_norm_args(kOp, x, weight, out);
+  check_device(residual, x.dtype(), kOp, "residual");
+  KITE_CUDA_OP_CHECK(residual.numel() == x.numel() && residual.size(-1) == x.size(-1), kOp,
+                     "residual " + shape_to_string(residual.shape()) + " must match x " +
+                         shape_to_string(x.shape()));
+  KITE_CUDA_OP_CHECK(!bytes_overlap(out, residual), kOp, "out must not alias residual");
+  if (x.dtype() == DType::kF32) {
+    launch_norm<float, true>(x, &residual, weight, eps, out, stream);
+  } else {
+    launch_norm<bf16, true>(x, &residual, weight, eps, out, stream);
+  }
+}
+
+}  // namespace kite::cuda

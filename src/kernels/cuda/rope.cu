@@ -1,0 +1,267 @@
+// Rotary embedding, KV-cache store, and the fused rope + cache write, as one kernel.
+//
+// A launch processes up to three targets (q, k, v) of a token batch. Block (t, y) takes one
+// token and one chunk of heads of one target: it stages the chunk's rotary dims in shared
+// memory (the interleaved style reads pairs (2i, 2i+1) and writes (i, i+h), so every input
+// must be read before any output is written), rotates them in place, and, for a target with a
+// cache, writes the whole head rows (rotated and pass-through dims) into the slot of the token.
+// Slots outside [0, num_slots) are skipped, so padding tokens (slot -1) write nothing.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_buffer.h"
+
+namespace kite::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kStageFloats = 4096;  // 16 KB of shared memory per block
+constexpr int kMaxTargets = 3;
+
+// One tensor of the launch: x [T, heads, dim], rotated over [rot_offset, +rot_dim) unless
+// rot_offset < 0, and copied to cache [num_slots, heads, dim] when cache is set.
+template <typename T>
+struct RopeTarget {
+  T* x = nullptr;
+  T* cache = nullptr;
+  int heads = 0, dim = 0, rot_offset = -1;
+  int heads_per_block = 1, num_chunks = 0;
+};
+
+template <typename T>
+struct RopeLaunch {
+  RopeTarget<T> targets[kMaxTargets];
+  int num_targets = 0;
+  const float* cos = nullptr;  // [T, rot_dim/2]
+  const float* sin = nullptr;
+  const int64_t* slots = nullptr;  // [T] or null when no target has a cache
+  int64_t num_slots = 0;
+  int rot_dim = 0;
+  bool interleaved = false;
+};
+
+template <typename T>
+__global__ void rope_cache_kernel(const RopeLaunch<T> args) {
+  __shared__ float stage[kStageFloats];
+  const int64_t token = blockIdx.x;
+  int chunk = blockIdx.y, which = 0;
+  while (which + 1 < args.num_targets && chunk >= args.targets[which].num_chunks) {
+    chunk -= args.targets[which].num_chunks;
+    ++which;
+  }
+  const RopeTarget<T>& tg = args.targets[which];
+  const int head0 = chunk * tg.heads_per_block;
+  const int heads = min(tg.heads_per_block, tg.heads - head0);
+  T* x = tg.x + (token * tg.heads + head0) * tg.dim;
+  const bool rotate = tg.rot_offset >= 0;
+  const int rot = args.rot_dim, half = rot / 2;
+
+  if (rotate) {
+    for (int e = threadIdx.x; e < heads * rot; e += blockDim.x)
+      stage[e] = to_float(x[(e / rot) * tg.dim + tg.rot_offset + e % rot]);
+    __syncthreads();
+    const float* cos = args.cos + token * half;
+    const float* sin = args.sin + token * half;
+    for (int e = threadIdx.x; e < heads * half; e += blockDim.x) {
+      const int h = e / half, i = e % half;
+      const float* s = stage + h * rot;
+      const float a = args.interleaved ? s[2 * i] : s[i];
+      const float b = args.interleaved ? s[2 * i + 1] : s[i + half];
+      T* dst = x + h * tg.dim + tg.rot_offset;
+      dst[i] = from_float<T>(a * cos[i] - b * sin[i]);
+      dst[i + half] = from_float<T>(b * cos[i] + a * sin[i]);
+    }
+  }
+  if (tg.cache == nullptr) return;
+  const int64_t slot = args.slots[token];
+  if (slot < 0 || slot >= args.num_slots) return;
+  // Each thread re-reads what it needs; the rotated values were written by other threads.
+  if (rotate) __syncthreads();
+  T* dst = tg.cache + (slot * tg.heads + head0) * tg.dim;
+  for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x) dst[e] = x[e];
+}
+
+void check_rope_dims(const char* op, const Tensor& x, int64_t rot_offset, int64_t rot_dim) {
+  KITE_CUDA_OP_CHECK(x.dim() == 3, op,
+                     "tensor must be [T, heads, head_dim], got " + shape_to_string(x.shape()));
+  KITE_CUDA_OP_CHECK(
+      rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= kStageFloats && rot_offset >= 0 &&
+          rot_offset + rot_dim <= x.size(2),
+      op,
+      "rotary dims [" + std::to_string(rot_offset) + ", " + std::to_string(rot_offset + rot_dim) +
+          ") must be an even, non-empty range inside head_dim " + std::to_string(x.size(2)));
+}
+
+void check_cos_sin(const char* op, const Tensor& cos, const Tensor& sin, int64_t tokens,
+                   int64_t rot_dim) {
+  for (const Tensor* t : {&cos, &sin}) {
+    check_device(*t, DType::kF32, op, "cos/sin");
+    KITE_CUDA_OP_CHECK(t->dim() == 2 && t->size(0) == tokens && t->size(1) == rot_dim / 2, op,
+                       "cos/sin " + shape_to_string(t->shape()) + " must be [" +
+                           std::to_string(tokens) + ", " + std::to_string(rot_dim / 2) + "]");
+  }
+}
+
+// A target over x viewed as [T, heads, dim]; rot_offset < 0 means copy only.
+template <typename T>
+RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t rot_offset,
+                          int64_t rot_dim, Tensor* cache) {
+  RopeTarget<T> t;
+  t.x = static_cast<T*>(const_cast<void*>(x.raw()));
+  t.cache = cache ? static_cast<T*>(cache->raw()) : nullptr;
+  t.heads = static_cast<int>(heads);
+  t.dim = static_cast<int>(dim);
+  t.rot_offset = static_cast<int>(rot_offset);
+  t.heads_per_block =
+      rot_offset >= 0 ? std::max<int>(1, kStageFloats / static_cast<int>(rot_dim)) : 1;
+  t.heads_per_block = std::min(t.heads_per_block, t.heads);
+  t.num_chunks = (t.heads + t.heads_per_block - 1) / t.heads_per_block;
+  return t;
+}
+
+template <typename T>
+void launch(RopeLaunch<T>& args, int64_t tokens, cudaStream_t stream) {
+  int chunks = 0;
+  for (int i = 0; i < args.num_targets; ++i) chunks += args.targets[i].num_chunks;
+  if (tokens == 0 || chunks == 0) return;
+  KITE_CUDA_OP_CHECK(tokens <= INT32_MAX && chunks <= 65535, "rope",
+                     "batch too large for one launch");
+  rope_cache_kernel<T><<<dim3(static_cast<unsigned>(tokens), chunks), kThreads, 0, stream>>>(args);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slots,
+                       cudaStream_t stream) {
+  RopeLaunch<T> args;
+  if (p.q && p.q->numel() > 0)
+    args.targets[args.num_targets++] =
+        make_target<T>(*p.q, p.q->size(1), p.q->size(2), p.q_rot_offset, p.rot_dim, nullptr);
+  args.targets[args.num_targets++] =
+      make_target<T>(*p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache);
+  if (p.v)
+    args.targets[args.num_targets++] =
+        make_target<T>(*p.v, p.v->size(1), p.v->size(2), -1, p.rot_dim, p.v_cache);
+  args.cos = static_cast<const float*>(p.cos->raw());
+  args.sin = static_cast<const float*>(p.sin->raw());
+  args.slots = static_cast<const int64_t*>(p.slot_mapping->raw());
+  args.num_slots = num_slots;
+  args.rot_dim = static_cast<int>(p.rot_dim);
+  args.interleaved = p.style == ops::RopeStyle::kInterleaved;
+  launch(args, tokens, stream);
+}
+
+// The cache must be [num_blocks, block_size, heads, dim] for a [T, heads, dim] source.
+void check_cache(const char* op, const Tensor& src, const Tensor& cache, const char* name) {
+  check_device(cache, src.dtype(), op, name);
+  KITE_CUDA_OP_CHECK(
+      cache.dim() == 4 && cache.size(2) == src.size(1) && cache.size(3) == src.size(2), op,
+      std::string(name) + " " + shape_to_string(cache.shape()) +
+          " must be [num_blocks, block_size, " + std::to_string(src.size(1)) + ", " +
+          std::to_string(src.size(2)) + "]");
+}
+
+}  // namespace
+
+void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& cos, const Tensor& sin,
+          ops::RopeStyle style, cudaStream_t stream) {
+  constexpr const char* kOp = "rope";
+  check_device_float(x, kOp, "x");
+  check_rope_dims(kOp, x, rot_offset, rot_dim);
+  check_cos_sin(kOp, cos, sin, x.size(0), rot_dim);
+  const auto fill = [&](auto& args) {
+    using T = std::remove_pointer_t<decltype(args.targets[0].x)>;
+    args.targets[0] = make_target<T>(x, x.size(1), x.size(2), rot_offset, rot_dim, nullptr);
+    args.num_targets = 1;
+    args.cos = static_cast<const float*>(cos.raw());
+    args.sin = static_cast<const float*>(sin.raw());
+    args.rot_dim = static_cast<int>(rot_dim);
+    args.interleaved = style == ops::RopeStyle::kInterleaved;
+    launch(args, x.size(0), stream);
+  };
+  if (x.dtype() == DType::kF32) {
+    RopeLaunch<float> args;
+    fill(args);
+  } else {
+    RopeLaunch<bf16> args;
+    fill(args);
+  }
+}
+
+void write_cache(const Tensor& src, const Tensor& slot_mapping, Tensor& cache,
+                 cudaStream_t stream) {
+  constexpr const char* kOp = "write_cache";
+  check_device_float(src, kOp, "src");
+  check_device(cache, src.dtype(), kOp, "cache");
+  check_device(slot_mapping, DType::kI64, kOp, "slot_mapping");
+  KITE_CUDA_OP_CHECK(
+      cache.dim() >= 3, kOp,
+      "cache must be [num_blocks, block_size, ...], got " + shape_to_string(cache.shape()));
+  const int64_t num_slots = cache.size(0) * cache.size(1);
+  const int64_t width = num_slots == 0 ? 0 : cache.numel() / num_slots;
+  const int64_t tokens = slot_mapping.numel();
+  KITE_CUDA_OP_CHECK(src.dim() >= 1 && src.size(0) == tokens && src.numel() == tokens * width, kOp,
+                     "src " + shape_to_string(src.shape()) + " must be " + std::to_string(tokens) +
+                         " rows of " + std::to_string(width) + " values to fit cache " +
+                         shape_to_string(cache.shape()));
+  KITE_CUDA_OP_CHECK(width <= INT32_MAX, kOp, "rows too wide");
+  if (width == 0) return;
+  const auto fill = [&](auto& args) {
+    using T = std::remove_pointer_t<decltype(args.targets[0].x)>;
+    args.targets[0] = make_target<T>(src, 1, width, -1, 2, &cache);
+    args.num_targets = 1;
+    args.slots = static_cast<const int64_t*>(slot_mapping.raw());
+    args.num_slots = num_slots;
+    launch(args, tokens, stream);
+  };
+  if (src.dtype() == DType::kF32) {
+    RopeLaunch<float> args;
+    fill(args);
+  } else {
+    RopeLaunch<bf16> args;
+    fill(args);
+  }
+}
+
+void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
+  constexpr const char* kOp = "rope_and_cache";
+  KITE_CUDA_OP_CHECK(p.k && p.k_cache && p.cos && p.sin && p.slot_mapping, kOp,
+                     "k, k_cache, cos, sin and slot_mapping are required");
+  KITE_CUDA_OP_CHECK((p.v == nullptr) == (p.v_cache == nullptr), kOp,
+                     "v and v_cache come together");
+  check_device_float(*p.k, kOp, "k");
+  const DType dtype = p.k->dtype();
+  check_rope_dims(kOp, *p.k, p.k_rot_offset, p.rot_dim);
+  const int64_t tokens = p.k->size(0);
+  check_cos_sin(kOp, *p.cos, *p.sin, tokens, p.rot_dim);
+  check_device(*p.slot_mapping, DType::kI64, kOp, "slot_mapping");
+  KITE_CUDA_OP_CHECK(p.slot_mapping->numel() == tokens, kOp,
+                     "slot_mapping needs one slot per token (" + std::to_string(tokens) + ")");
+  check_cache(kOp, *p.k, *p.k_cache, "k_cache");
+  if (p.q) {
+    check_device(*p.q, dtype, kOp, "q");
+    check_rope_dims(kOp, *p.q, p.q_rot_offset, p.rot_dim);
+    KITE_CUDA_OP_CHECK(p.q->size(0) == tokens, kOp, "q and k must have the same tokens");
+  }
+  if (p.v) {
+    check_device(*p.v, dtype, kOp, "v");
+    KITE_CUDA_OP_CHECK(p.v->dim() == 3 && p.v->size(0) == tokens && p.v->size(1) == p.k->size(1),
+                       kOp, "v " + shape_to_string(p.v->shape()) + " must be [T, Hk, Dv]");
+    check_cache(kOp, *p.v, *p.v_cache, "v_cache");
+    KITE_CUDA_OP_CHECK(
+        p.v_cache->size(0) == p.k_cache->size(0) && p.v_cache->size(1) == p.k_cache->size(1), kOp,
+        "k_cache and v_cache must have the same blocks");
+  }
+  const int64_t num_slots = p.k_cache->size(0) * p.k_cache->size(1);
+  if (dtype == DType::kF32) {
+    launch_rope_cache<float>(p, tokens, num_slots, stream);
+  } else {
+    launch_rope_cache<bf16>(p, tokens, num_slots, stream);
+  }
+}
+
+}  // namespace kite::cuda

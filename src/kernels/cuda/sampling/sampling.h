@@ -1,0 +1,14 @@
+// Sampling on the GPU.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/tensor.h"
+
+namespace kite::cuda {
+
+// token_ids[t] = argmax over logits[t, :] (F32 or BF16 [T, vocab]) into I32 [T]; ties go to the
+// lowest id and NaN never wins (a row of NaN gives id 0). One block per row.
+void greedy_sample(const Tensor& logits, Tensor& token_ids, cudaStream_t stream);
+
+}  // namespace kite::cuda

@@ -1,0 +1,205 @@
+// Timings on the GPU, run only on request (DISABLED_ tests):
+//   ./build-cuda/kite_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Bench*'
+// Each prints one "BENCH" line: median time of 20 event-timed runs after 3 warm-ups, and the
+// achieved rate against the H200's measured ceilings (about 4300 GB/s device-to-device and
+// 790 TFLOP/s bf16 dense, per the workplace's notes). Inputs are random (fill_uniform), large
+// enough to leave L2 (60 MB) except where a small, latency-bound shape is the point.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "attention_batch.h"
+#include "cuda_test_util.h"
+#include "kernels/cuda/attention/paged_attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/moe/moe_routing.h"
+#include "kernels/cuda/sampling/sampling.h"
+
+namespace kite::cuda {
+namespace {
+
+using namespace testing;
+
+constexpr double kPeakGBs = 4300.0;
+constexpr double kPeakTflops = 790.0;
+
+template <typename F>
+double median_ms(F&& fn, int warmup = 3, int reps = 20) {
+  cudaStream_t s = test_stream();
+  for (int i = 0; i < warmup; ++i) fn();
+  KITE_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t start, stop;
+  KITE_CUDA_CHECK(cudaEventCreate(&start));
+  KITE_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    KITE_CUDA_CHECK(cudaEventRecord(start, s));
+    fn();
+    KITE_CUDA_CHECK(cudaEventRecord(stop, s));
+    KITE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    KITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void report_bytes(const std::string& name, double ms, double bytes) {
+  const double gbs = bytes / (ms * 1e-3) / 1e9;
+  std::printf("BENCH %-44s %10.1f us %9.1f GB/s   %5.1f%% of %.0f GB/s\n", name.c_str(), ms * 1e3,
+              gbs, 100.0 * gbs / kPeakGBs, kPeakGBs);
+  std::fflush(stdout);
+}
+
+void report_flops(const std::string& name, double ms, double flops) {
+  const double tflops = flops / (ms * 1e-3) / 1e12;
+  std::printf("BENCH %-44s %10.1f us %9.1f TFLOP/s %5.1f%% of %.0f TFLOP/s\n", name.c_str(),
+              ms * 1e3, tflops, 100.0 * tflops / kPeakTflops, kPeakTflops);
+  std::fflush(stdout);
+}
+
+Tensor random_device(const Shape& shape, DType dtype, uint64_t seed, float lo = -1.0f,
+                     float hi = 1.0f) {
+  Tensor t = device_empty(shape, dtype);
+  fill_uniform(t, lo, hi, seed, test_stream());
+  return t;
+}
+
+TEST(CudaBench, DISABLED_BenchNorm) {
+  const int64_t rows = 16384, hidden = 8192;
+  const double elems = static_cast<double>(rows) * hidden;
+  Tensor x = random_device({rows, hidden}, DType::kBF16, 1);
+  Tensor res = random_device({rows, hidden}, DType::kBF16, 2);
+  Tensor w = random_device({hidden}, DType::kBF16, 3, 0.5f, 1.5f);
+  Tensor out = device_empty({rows, hidden}, DType::kBF16);
+  double ms = median_ms([&] { rms_norm(x, w, 1e-6f, out, test_stream()); });
+  report_bytes("rms_norm bf16 16384x8192", ms, 2 * elems * 2);
+  ms = median_ms([&] { add_rms_norm(res, x, w, 1e-6f, out, test_stream()); });
+  report_bytes("add_rms_norm bf16 16384x8192", ms, 4 * elems * 2);
+  Tensor xs = random_device({64, 7168}, DType::kBF16, 4);
+  Tensor ws = random_device({7168}, DType::kBF16, 5);
+  Tensor os = device_empty({64, 7168}, DType::kBF16);
+  ms = median_ms([&] { rms_norm(xs, ws, 1e-6f, os, test_stream()); });
+  report_bytes("rms_norm bf16 64x7168 (latency)", ms, 2.0 * 64 * 7168 * 2);
+}
+
+// Decode over contiguous block tables of equal-length sequences, K/V filled on the device.
+void bench_decode(const std::string& name, int64_t seqs, int64_t seq_len, int64_t heads,
+                  int64_t kv_heads, int64_t dqk, int64_t dv, int64_t block_size, bool shared) {
+  const int64_t blocks_per_seq = (seq_len + block_size - 1) / block_size;
+  const int64_t num_blocks = seqs * blocks_per_seq;
+  Tensor k = random_device({num_blocks, block_size, kv_heads, dqk}, DType::kBF16, 10);
+  Tensor v = shared ? k : random_device({num_blocks, block_size, kv_heads, dv}, DType::kBF16, 11);
+  Tensor q = random_device({seqs, heads, dqk}, DType::kBF16, 12);
+  Tensor out = device_empty({seqs, heads, dv}, DType::kBF16);
+  std::vector<int32_t> tables(num_blocks);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::vector<int32_t> lens(seqs, static_cast<int32_t>(seq_len));
+  PagedAttentionArgs args;
+  args.block_tables =
+      to_device(std::span<const int32_t>(tables), {seqs, blocks_per_seq}, test_stream());
+  args.seq_lens = to_device(std::span<const int32_t>(lens), {seqs}, test_stream());
+  args.block_size = block_size;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
+  args.max_seq_len = seq_len;
+  AttentionWorkspace ws;
+  const double ms =
+      median_ms([&] { paged_decode_attention(q, k, v, args, ws, out, test_stream()); });
+  const double kv_bytes =
+      static_cast<double>(seqs) * seq_len * kv_heads * (shared ? dqk : dqk + dv) * 2;
+  report_bytes(name, ms, kv_bytes);
+}
+
+TEST(CudaBench, DISABLED_BenchDecodeAttention) {
+  bench_decode("decode bf16 64x4096 h32/8 d128", 64, 4096, 32, 8, 128, 128, 16, false);
+  bench_decode("decode bf16 1x32768 h32/8 d128", 1, 32768, 32, 8, 128, 128, 16, false);
+  bench_decode("decode bf16 64x4096 h16/1 mla 576/512", 64, 4096, 16, 1, 576, 512, 64, true);
+}
+
+TEST(CudaBench, DISABLED_BenchPrefillAttention) {
+  const int64_t tokens = 2048, heads = 32, kv_heads = 8, d = 128, bs = 16;
+  const int64_t blocks = tokens / bs;
+  Tensor k = random_device({blocks, bs, kv_heads, d}, DType::kBF16, 20);
+  Tensor v = random_device({blocks, bs, kv_heads, d}, DType::kBF16, 21);
+  Tensor q = random_device({tokens, heads, d}, DType::kBF16, 22);
+  Tensor out = device_empty({tokens, heads, d}, DType::kBF16);
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  const std::vector<int32_t> lens = {static_cast<int32_t>(tokens)},
+                             starts = {0, static_cast<int32_t>(tokens)};
+  PagedAttentionArgs args;
+  args.block_tables = to_device(std::span<const int32_t>(table), {1, blocks}, test_stream());
+  args.seq_lens = to_device(std::span<const int32_t>(lens), {1}, test_stream());
+  args.query_start = to_device(std::span<const int32_t>(starts), {2}, test_stream());
+  args.block_size = bs;
+  args.scale = 0.088f;
+  args.max_query_len = tokens;
+  args.max_seq_len = tokens;
+  const double ms =
+      median_ms([&] { paged_prefill_attention(q, k, v, args, out, test_stream()); }, 1, 5);
+  // Causal: half of the T x T score matrix, two matmuls (QK^T and PV) of 2*d flops per entry.
+  report_flops("prefill bf16 2048 tok h32/8 d128 causal", ms,
+               2.0 * 2.0 * heads * d * (static_cast<double>(tokens) * tokens / 2));
+}
+
+TEST(CudaBench, DISABLED_BenchLinear) {
+  BlasLtContext ctx;
+  for (int64_t m : {8192, 16, 1}) {
+    const int64_t n = 8192, k = 8192;
+    Tensor x = random_device({m, k}, DType::kBF16, 30);
+    Tensor w = random_device({n, k}, DType::kBF16, 31, -0.05f, 0.05f);
+    Tensor y = device_empty({m, n}, DType::kBF16);
+    const double ms = median_ms([&] { linear(ctx, x, w, nullptr, y, test_stream()); });
+    const std::string name = "linear bf16 " + std::to_string(m) + "x8192x8192";
+    if (m >= 1024) {
+      report_flops(name, ms, 2.0 * m * n * k);
+    } else {
+      report_bytes(name + " (weights)", ms, 2.0 * n * k);
+    }
+  }
+}
+
+TEST(CudaBench, DISABLED_BenchSamplingAndRouting) {
+  Tensor logits = random_device({64, 151936}, DType::kBF16, 40, -10.0f, 10.0f);
+  Tensor ids = device_empty({64}, DType::kI32);
+  double ms = median_ms([&] { greedy_sample(logits, ids, test_stream()); });
+  report_bytes("greedy bf16 64x151936", ms, 64.0 * 151936 * 2);
+  Tensor router = random_device({4096, 256}, DType::kF32, 41, -4.0f, 4.0f);
+  Tensor bias = random_device({256}, DType::kF32, 42, 0.0f, 0.1f);
+  Tensor eids = device_empty({4096, 8}, DType::kI32);
+  Tensor ew = device_empty({4096, 8}, DType::kF32);
+  ops::MoeRoutingParams p{
+      ops::MoeScoring::kSigmoid, ops::MoeTopkMethod::kNoauxTc, 8, 8, 4, true, 2.5f, &bias};
+  ms = median_ms([&] { moe_route(router, p, eids, ew, test_stream()); });
+  report_bytes("moe_route v3 4096x256 (logits)", ms, 4096.0 * 256 * 4);
+}
+
+TEST(CudaFill, UniformIsInRangeAndVaried) {
+  Tensor t = device_empty({1 << 16}, DType::kF32);
+  fill_uniform(t, -2.0f, 3.0f, 7, test_stream());
+  Tensor h = download(t);
+  double sum = 0.0;
+  float lo = 1e9f, hi = -1e9f;
+  for (float v : h.f32()) {
+    sum += v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_GE(lo, -2.0f);
+  EXPECT_LT(hi, 3.0f);
+  EXPECT_LT(lo, -1.9f);
+  EXPECT_GT(hi, 2.9f);
+  EXPECT_NEAR(sum / h.numel(), 0.5, 0.05);
+}
+
+}  // namespace
+}  // namespace kite::cuda

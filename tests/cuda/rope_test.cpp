@@ -1,0 +1,188 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ops.h"
+
+namespace kite::cuda {
+namespace {
+
+using namespace testing;
+using ops::RopeStyle;
+
+// cos/sin [T, rot/2] of random positions, as a rope table would give them.
+void make_cos_sin(int64_t tokens, int64_t rot_dim, std::mt19937& rng, Tensor& cos, Tensor& sin) {
+  const int64_t half = rot_dim / 2;
+  cos = Tensor::empty({tokens, half});
+  sin = Tensor::empty({tokens, half});
+  std::uniform_int_distribution<int> pos(0, 8191);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double p = pos(rng);
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = p * std::pow(10000.0, -2.0 * i / rot_dim);
+      cos.data<float>()[t * half + i] = static_cast<float>(std::cos(angle));
+      sin.data<float>()[t * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+struct RopeCase {
+  DType dtype;
+  RopeStyle style;
+  int64_t tokens, heads, head_dim, rot_offset, rot_dim;
+};
+
+class CudaRopeTest : public ::testing::TestWithParam<RopeCase> {};
+
+TEST_P(CudaRopeTest, MatchesCpu) {
+  const RopeCase c = GetParam();
+  auto rng = test_rng();
+  Tensor x = random_host({c.tokens, c.heads, c.head_dim}, rng, -2.0f, 2.0f);
+  round_to(x, c.dtype);
+  Tensor cos, sin;
+  make_cos_sin(c.tokens, c.rot_dim, rng, cos, sin);
+  Tensor dx = upload(x, c.dtype);
+  ops::rope(x, c.rot_offset, c.rot_dim, cos, sin, c.style);
+  rope(dx, c.rot_offset, c.rot_dim, upload(cos, DType::kF32), upload(sin, DType::kF32), c.style,
+       test_stream());
+  KITE_EXPECT_CLOSE(download(dx), x, tolerance(c.dtype));
+}
+
+// Llama (full 128), a partial rotation, DeepSeek q (rope dims after 128 nope dims, 128 heads:
+// two head chunks per token), the MLA latent (1 head of 576, rope over the last 64).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaRopeTest,
+    ::testing::Values(RopeCase{DType::kF32, RopeStyle::kNeox, 9, 32, 128, 0, 128},
+                      RopeCase{DType::kBF16, RopeStyle::kNeox, 9, 32, 128, 0, 128},
+                      RopeCase{DType::kF32, RopeStyle::kNeox, 5, 4, 128, 32, 64},
+                      RopeCase{DType::kF32, RopeStyle::kInterleaved, 7, 128, 192, 128, 64},
+                      RopeCase{DType::kBF16, RopeStyle::kInterleaved, 7, 128, 192, 128, 64},
+                      RopeCase{DType::kF32, RopeStyle::kInterleaved, 11, 1, 576, 512, 64},
+                      RopeCase{DType::kBF16, RopeStyle::kInterleaved, 1, 1, 576, 512, 64}));
+
+// Unique random slots, plus a padding slot (-1) and one past the cache: both must be skipped.
+std::vector<int64_t> make_slots(int64_t tokens, int64_t num_slots, std::mt19937& rng) {
+  std::vector<int64_t> all(num_slots);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<int64_t> slots(all.begin(), all.begin() + tokens);
+  slots[tokens / 2] = -1;
+  slots[tokens - 1] = num_slots;
+  return slots;
+}
+
+// CPU reference of a cache write that skips out-of-range slots.
+void cpu_write_valid(const Tensor& src, const std::vector<int64_t>& slots, int64_t num_slots,
+                     Tensor& cache) {
+  const int64_t width = src.numel() / src.size(0);
+  std::vector<int64_t> keep_slots;
+  std::vector<float> rows;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    if (slots[t] < 0 || slots[t] >= num_slots) continue;
+    keep_slots.push_back(slots[t]);
+    rows.insert(rows.end(), src.data<float>() + t * width, src.data<float>() + (t + 1) * width);
+  }
+  Tensor kept = Tensor::from_vector(rows, {static_cast<int64_t>(keep_slots.size()), width});
+  ops::write_cache(kept, keep_slots, cache);
+}
+
+TEST(CudaWriteCache, MatchesCpuAndSkipsInvalidSlots) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    auto rng = test_rng();
+    const int64_t tokens = 13, blocks = 6, block_size = 4, heads = 2, dim = 96;
+    Tensor src = random_host({tokens, heads, dim}, rng);
+    Tensor cache = random_host({blocks, block_size, heads, dim}, rng);  // old contents
+    round_to(src, dtype);
+    round_to(cache, dtype);
+    const auto slots = make_slots(tokens, blocks * block_size, rng);
+    Tensor dcache = upload(cache, dtype);
+    write_cache(upload(src, dtype),
+                to_device(std::span<const int64_t>(slots), {tokens}, test_stream()), dcache,
+                test_stream());
+    cpu_write_valid(src, slots, blocks * block_size, cache);
+    EXPECT_EQ(rel_error(download(dcache), cache), 0.0) << dtype_label(dtype);
+  }
+}
+
+struct FusedCase {
+  DType dtype;
+  RopeStyle style;
+  int64_t tokens, q_heads, q_dim, q_offset, kv_heads, k_dim, k_offset, v_dim, rot_dim;
+  bool with_q;
+};
+
+class CudaRopeAndCacheTest : public ::testing::TestWithParam<FusedCase> {};
+
+TEST_P(CudaRopeAndCacheTest, MatchesRopeThenWriteCache) {
+  const FusedCase c = GetParam();
+  auto rng = test_rng();
+  const int64_t blocks = 2 * c.tokens / 16 + 3, block_size = 16, num_slots = blocks * block_size;
+  Tensor q = random_host({c.tokens, c.q_heads, c.q_dim}, rng, -2.0f, 2.0f);
+  Tensor k = random_host({c.tokens, c.kv_heads, c.k_dim}, rng, -2.0f, 2.0f);
+  Tensor v = random_host({c.tokens, c.kv_heads, std::max<int64_t>(c.v_dim, 1)}, rng);
+  Tensor k_cache = random_host({blocks, block_size, c.kv_heads, c.k_dim}, rng);
+  Tensor v_cache =
+      random_host({blocks, block_size, c.kv_heads, std::max<int64_t>(c.v_dim, 1)}, rng);
+  for (Tensor* t : {&q, &k, &v, &k_cache, &v_cache}) round_to(*t, c.dtype);
+  Tensor cos, sin;
+  make_cos_sin(c.tokens, c.rot_dim, rng, cos, sin);
+  const auto slots = make_slots(c.tokens, num_slots, rng);
+
+  Tensor dq = upload(q, c.dtype), dk = upload(k, c.dtype), dv = upload(v, c.dtype);
+  Tensor dk_cache = upload(k_cache, c.dtype), dv_cache = upload(v_cache, c.dtype);
+  Tensor dcos = upload(cos, DType::kF32), dsin = upload(sin, DType::kF32);
+  Tensor dslots = to_device(std::span<const int64_t>(slots), {c.tokens}, test_stream());
+  RopeCacheParams p;
+  p.q = c.with_q ? &dq : nullptr;
+  p.q_rot_offset = c.q_offset;
+  p.k = &dk;
+  p.k_rot_offset = c.k_offset;
+  p.v = c.v_dim > 0 ? &dv : nullptr;
+  p.k_cache = &dk_cache;
+  p.v_cache = c.v_dim > 0 ? &dv_cache : nullptr;
+  p.rot_dim = c.rot_dim;
+  p.style = c.style;
+  p.cos = &dcos;
+  p.sin = &dsin;
+  p.slot_mapping = &dslots;
+  rope_and_cache(p, test_stream());
+
+  Tensor q_ref = q.clone();
+  if (c.with_q) ops::rope(q_ref, c.q_offset, c.rot_dim, cos, sin, c.style);
+  ops::rope(k, c.k_offset, c.rot_dim, cos, sin, c.style);
+  cpu_write_valid(k, slots, num_slots, k_cache);
+  if (c.v_dim > 0) cpu_write_valid(v, slots, num_slots, v_cache);
+  const double tol = tolerance(c.dtype);
+  KITE_EXPECT_CLOSE(download(dq), q_ref, tol);
+  KITE_EXPECT_CLOSE(download(dk), k, tol);
+  KITE_EXPECT_CLOSE(download(dk_cache), k_cache, tol);
+  KITE_EXPECT_CLOSE(download(dv_cache), v_cache, tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaRopeAndCacheTest,
+    ::testing::Values(
+        // Llama-3-8B: 32 q heads, 8 kv heads, 128 dims, neox over all of them.
+        FusedCase{DType::kF32, RopeStyle::kNeox, 21, 32, 128, 0, 8, 128, 0, 128, 128, true},
+        FusedCase{DType::kBF16, RopeStyle::kNeox, 21, 32, 128, 0, 8, 128, 0, 128, 128, true},
+        // DeepSeek MLA: q [16, 192] rope after 128; latent [1, 576] rope after 512; no v.
+        FusedCase{DType::kF32, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64, true},
+        FusedCase{DType::kBF16, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64,
+                  false}));
+
+TEST(CudaRopeAndCache, RejectsMissingCache) {
+  Tensor k = device_empty({2, 1, 64}, DType::kF32);
+  RopeCacheParams p;
+  p.k = &k;
+  p.rot_dim = 64;
+  EXPECT_THROW(rope_and_cache(p, test_stream()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kite::cuda
