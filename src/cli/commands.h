@@ -16,5 +16,6 @@ using CommandRunner = std::function<Status()>;
 // Each adds a subcommand to `app` and sets `*run` to its action when that subcommand parses.
 void add_generate_command(CLI::App& app, CommandRunner* run);
 void add_tokenize_command(CLI::App& app, CommandRunner* run);
+void add_serve_command(CLI::App& app, CommandRunner* run);
 
 }  // namespace kite::cli
