@@ -10,7 +10,8 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PKGS=(cmake ninja-build g++ pkg-config
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
       libpcre2-dev libxxhash-dev libopenblas-openmp-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
+      prometheus)  # promtool, for the /metrics format test
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -40,6 +41,16 @@ if [ "$want_npm" = 1 ] && [ -f tools/fixtures/package.json ]; then
     echo "setup: npm ci in tools/fixtures"
     (cd tools/fixtures && npm ci --no-audit --no-fund)
     cp tools/fixtures/package-lock.json "$stamp"
+  fi
+fi
+
+# The official OpenAI Node client for the server compatibility test (tests/e2e/openai_client).
+if [ "$want_npm" = 1 ] && [ -f tests/e2e/openai_client/package.json ]; then
+  stamp=tests/e2e/openai_client/node_modules/.kite-lock-stamp
+  if ! cmp -s tests/e2e/openai_client/package-lock.json "$stamp"; then
+    echo "setup: npm ci in tests/e2e/openai_client"
+    (cd tests/e2e/openai_client && npm ci --no-audit --no-fund)
+    cp tests/e2e/openai_client/package-lock.json "$stamp"
   fi
 fi
 

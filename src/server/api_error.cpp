@@ -1,3 +1,4 @@
+// OpenAI-shaped HTTP errors; see api_error.h.
 #include "server/api_error.h"
 
 #include <nlohmann/json.hpp>
@@ -5,7 +6,8 @@
 namespace kite::server {
 
 std::string ApiError::to_json() const {
-  nlohmann::ordered_json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  nlohmann::ordered_json e = {
+      {"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (param) e["param"] = *param;
   if (code) e["code"] = *code;
   nlohmann::ordered_json j = {{"error", std::move(e)}};
@@ -38,22 +40,26 @@ ApiError too_many_requests(std::string message) {
 }
 
 ApiError service_unavailable(std::string message) {
-  return ApiError{503, std::move(message), "service_unavailable", std::nullopt, "service_unavailable"};
+  return ApiError{503, std::move(message), "service_unavailable", std::nullopt,
+                  "service_unavailable"};
 }
 
 ApiError payload_too_large(size_t limit_bytes) {
   return ApiError{413,
-                  "The request body is larger than the server's limit of " + std::to_string(limit_bytes) +
-                      " bytes (--max-request-body-bytes)",
+                  "The request body is larger than the server's limit of " +
+                      std::to_string(limit_bytes) + " bytes (--max-request-body-bytes)",
                   "invalid_request_error", std::nullopt, "request_too_large"};
 }
 
 ApiError route_not_found(const std::string& method, const std::string& path) {
-  return ApiError{404, "No route for " + method + " " + path, "not_found_error", std::nullopt, "not_found"};
+  return ApiError{404, "No route for " + method + " " + path, "not_found_error", std::nullopt,
+                  "not_found"};
 }
 
-ApiError method_not_allowed(const std::string& method, const std::string& path, const std::string& allow) {
-  return ApiError{405, "Method " + method + " is not allowed on " + path + " (allowed: " + allow + ")",
+ApiError method_not_allowed(const std::string& method, const std::string& path,
+                            const std::string& allow) {
+  return ApiError{405,
+                  "Method " + method + " is not allowed on " + path + " (allowed: " + allow + ")",
                   "invalid_request_error", std::nullopt, "method_not_allowed"};
 }
 
@@ -63,9 +69,12 @@ ApiError internal(std::string message) {
 
 ApiError from_status(const Status& status, std::optional<std::string> param) {
   switch (status.code()) {
-    case ErrorCode::kInvalidArgument: return bad_request(status.message(), std::move(param));
-    case ErrorCode::kResourceExhausted: return too_many_requests(status.message());
-    default: return internal(status.message());
+    case ErrorCode::kInvalidArgument:
+      return bad_request(status.message(), std::move(param));
+    case ErrorCode::kResourceExhausted:
+      return too_many_requests(status.message());
+    default:
+      return internal(status.message());
   }
 }
 

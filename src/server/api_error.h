@@ -30,7 +30,8 @@ ApiError too_many_requests(std::string message);
 ApiError service_unavailable(std::string message);
 ApiError payload_too_large(size_t limit_bytes);
 ApiError route_not_found(const std::string& method, const std::string& path);
-ApiError method_not_allowed(const std::string& method, const std::string& path, const std::string& allow);
+ApiError method_not_allowed(const std::string& method, const std::string& path,
+                            const std::string& allow);
 ApiError internal(std::string message);
 
 // Maps an engine Status to its HTTP error: kInvalidArgument -> 400, kResourceExhausted -> 429,

@@ -1,3 +1,4 @@
+// Bearer API-key check in constant time; see auth.h.
 #include "server/auth.h"
 
 #include <cctype>

@@ -1,9 +1,13 @@
+// One HTTP generation request's engine requests and response bytes; see generation_job.h
+// for the threading rules (everything but the engine callback runs on the connection strand).
 #include "server/generation_job.h"
 
 namespace kite::server {
 namespace {
 
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 // The request field an engine refusal is about, for the error's "param".
 std::string engine_error_param(ApiKind kind, const std::string& message) {
@@ -17,7 +21,8 @@ GenerationJob::GenerationJob(JobConfig config, Engine* engine, Metrics* metrics)
     : config_(std::move(config)), engine_(engine), metrics_(metrics) {}
 
 std::optional<ApiError> GenerationJob::start(const std::vector<std::vector<int32_t>>& prompts,
-                                             const SamplingParams& sampling, int32_t priority, Poster post) {
+                                             const SamplingParams& sampling, int32_t priority,
+                                             Poster post) {
   logprobs_ = sampling.logprobs;
   const size_t n = static_cast<size_t>(config_.n);
   choices_.resize(prompts.size() * n);
@@ -29,7 +34,8 @@ std::optional<ApiError> GenerationJob::start(const std::vector<std::vector<int32
   }
   auto self = shared_from_this();
   for (size_t index = 0; index < choices_.size(); ++index) {
-    EngineRequest r{choices_[index].request_id, prompts[choices_[index].prompt_index], sampling, priority};
+    EngineRequest r{choices_[index].request_id, prompts[choices_[index].prompt_index], sampling,
+                    priority};
     // Choices of one prompt must differ, yet stay reproducible: seed + i.
     if (sampling.seed) r.sampling.seed = *sampling.seed + index % n;
     Status st = engine_->add_request(std::move(r), [self, post, index](const RequestOutput& out) {
@@ -38,8 +44,9 @@ std::optional<ApiError> GenerationJob::start(const std::vector<std::vector<int32
     if (st.ok()) continue;
     start_failed_ = true;
     for (size_t j = 0; j < index; ++j) engine_->abort(choices_[j].request_id);
-    metrics_->record_failure(st.code() == ErrorCode::kResourceExhausted ? FailureReason::kQueueFull
-                                                                         : FailureReason::kBadRequest);
+    metrics_->record_failure(st.code() == ErrorCode::kResourceExhausted
+                                 ? FailureReason::kQueueFull
+                                 : FailureReason::kBadRequest);
     return from_status(st, engine_error_param(config_.kind, st.message()));
   }
   return std::nullopt;
@@ -90,11 +97,12 @@ void GenerationJob::record_metrics(Choice& c, const RequestOutput& out) {
   if (!out.finished()) return;
   const std::string& reason = *out.finish_reason;
   if (reason == "stop" || reason == "length") {
-    metrics_->record_success(reason == "stop", seconds(now - config_.arrival), out.num_prompt_tokens,
-                             out.num_output_tokens);
-  } else {
-    metrics_->record_failure(reason == "abort" ? FailureReason::kClientAborted : FailureReason::kEngineError,
+    metrics_->record_success(reason == "stop", seconds(now - config_.arrival),
                              out.num_prompt_tokens, out.num_output_tokens);
+  } else {
+    metrics_->record_failure(
+        reason == "abort" ? FailureReason::kClientAborted : FailureReason::kEngineError,
+        out.num_prompt_tokens, out.num_output_tokens);
   }
 }
 
@@ -105,11 +113,13 @@ Json GenerationJob::stream_choice(size_t index, const RequestOutput& out) {
     Json delta = Json::object();
     if (!out.text_delta.empty()) delta["content"] = out.text_delta;
     choice["delta"] = std::move(delta);
-    choice["logprobs"] = logprobs_ ? chat_logprobs(engine_->tokenizer(), out.logprobs) : Json(nullptr);
+    choice["logprobs"] =
+        logprobs_ ? chat_logprobs(engine_->tokenizer(), out.logprobs) : Json(nullptr);
   } else {
     choice["text"] = out.text_delta;
     choice["logprobs"] =
-        logprobs_ ? completion_logprobs(engine_->tokenizer(), out.logprobs, &c.text_chars) : Json(nullptr);
+        logprobs_ ? completion_logprobs(engine_->tokenizer(), out.logprobs, &c.text_chars)
+                  : Json(nullptr);
   }
   choice["finish_reason"] = out.finish_reason ? Json(*out.finish_reason) : Json(nullptr);
   return choice;
@@ -118,8 +128,8 @@ Json GenerationJob::stream_choice(size_t index, const RequestOutput& out) {
 void GenerationJob::stream_event(size_t index, const RequestOutput& out) {
   Choice& c = choices_[index];
   const bool chat = config_.kind == ApiKind::kChat;
-  const ResponseHeader h{config_.id, chat ? "chat.completion.chunk" : "text_completion", config_.created,
-                         config_.model};
+  const ResponseHeader h{config_.id, chat ? "chat.completion.chunk" : "text_completion",
+                         config_.created, config_.model};
   auto emit = [&](Json choice) {
     Json chunk = response_object(h, Json::array({std::move(choice)}));
     if (config_.include_usage) chunk["usage"] = nullptr;
@@ -137,13 +147,15 @@ void GenerationJob::stream_event(size_t index, const RequestOutput& out) {
     pending_ += sse_event(Json::parse(internal(out.error_message).to_json()));
     return;
   }
-  if (!out.text_delta.empty() || !out.logprobs.empty() || out.finished()) emit(stream_choice(index, out));
+  if (!out.text_delta.empty() || !out.logprobs.empty() || out.finished())
+    emit(stream_choice(index, out));
 }
 
 void GenerationJob::finish_stream() {
   if (config_.include_usage) {
-    const ResponseHeader h{config_.id, config_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion",
-                           config_.created, config_.model};
+    const ResponseHeader h{
+        config_.id, config_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion",
+        config_.created, config_.model};
     Json chunk = response_object(h, Json::array());
     chunk["usage"] = usage_json(usage());
     pending_ += sse_event(chunk);
@@ -170,8 +182,10 @@ Usage GenerationJob::usage() const {
 
 HttpResponse GenerationJob::final_response() const {
   for (const Choice& c : choices_) {
-    if (c.finish_reason == "error") return internal("generation failed: " + c.error_message).to_response();
-    if (c.finish_reason == "abort") return service_unavailable("the request was aborted (server shutting down)").to_response();
+    if (c.finish_reason == "error")
+      return internal("generation failed: " + c.error_message).to_response();
+    if (c.finish_reason == "abort")
+      return service_unavailable("the request was aborted (server shutting down)").to_response();
   }
   const bool chat = config_.kind == ApiKind::kChat;
   Json choices = Json::array();
@@ -180,16 +194,19 @@ HttpResponse GenerationJob::final_response() const {
     Json choice = {{"index", index}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-      choice["logprobs"] = logprobs_ ? chat_logprobs(engine_->tokenizer(), c.logprobs) : Json(nullptr);
+      choice["logprobs"] =
+          logprobs_ ? chat_logprobs(engine_->tokenizer(), c.logprobs) : Json(nullptr);
     } else {
       int64_t chars = 0;
       choice["text"] = c.text;
-      choice["logprobs"] = logprobs_ ? completion_logprobs(engine_->tokenizer(), c.logprobs, &chars) : Json(nullptr);
+      choice["logprobs"] =
+          logprobs_ ? completion_logprobs(engine_->tokenizer(), c.logprobs, &chars) : Json(nullptr);
     }
     choice["finish_reason"] = *c.finish_reason;
     choices.push_back(std::move(choice));
   }
-  const ResponseHeader h{config_.id, chat ? "chat.completion" : "text_completion", config_.created, config_.model};
+  const ResponseHeader h{config_.id, chat ? "chat.completion" : "text_completion", config_.created,
+                         config_.model};
   Json body = response_object(h, std::move(choices));
   body["usage"] = usage_json(usage());
   HttpResponse r;

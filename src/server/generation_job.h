@@ -45,8 +45,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   // Submits n engine requests per prompt (seed + i for choice i when a seed is set). If the
   // engine refuses one, the ones already submitted are aborted and the error is returned.
-  std::optional<ApiError> start(const std::vector<std::vector<int32_t>>& prompts, const SamplingParams& sampling,
-                                int32_t priority, Poster post);
+  std::optional<ApiError> start(const std::vector<std::vector<int32_t>>& prompts,
+                                const SamplingParams& sampling, int32_t priority, Poster post);
 
   bool streaming() const { return config_.stream; }
   // True once every choice has finished and the last bytes (streaming) are queued.
@@ -64,9 +64,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   struct Choice {
     std::string request_id;
     int32_t prompt_index = 0;
-    std::string text;                    // non-streaming: the whole text
+    std::string text;                     // non-streaming: the whole text
     std::vector<TokenLogprobs> logprobs;  // non-streaming: every token's
-    int64_t text_chars = 0;              // completions text_offset position
+    int64_t text_chars = 0;               // completions text_offset position
     std::optional<std::string> finish_reason;
     std::string error_message;
     int32_t num_prompt_tokens = 0;

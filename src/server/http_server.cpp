@@ -1,3 +1,5 @@
+// Beast/Asio HTTP/1.1 server: accept loop, per-connection coroutines, SSE streaming, drain;
+// see http_server.h for the design.
 #include "server/http_server.h"
 
 // GCC 12 misreads Asio's recycling allocator for coroutine frames as a new/delete mismatch.
@@ -37,7 +39,8 @@ struct Watch {
 
 // Arms a one-shot readiness wait on the socket: EOF or an error means the client is gone.
 // Readable data instead is a pipelined next request: leave it for the next read.
-void watch_socket(tcp::socket& socket, std::shared_ptr<Watch> watch, std::shared_ptr<asio::steady_timer> wake) {
+void watch_socket(tcp::socket& socket, std::shared_ptr<Watch> watch,
+                  std::shared_ptr<asio::steady_timer> wake) {
   socket.async_wait(tcp::socket::wait_read, [&socket, watch, wake](error_code ec) {
     if (!watch->active || ec == asio::error::operation_aborted) return;
     char byte;
@@ -70,8 +73,10 @@ struct HttpServer::Impl {
   awaitable<void> session(beast::tcp_stream stream);
   awaitable<bool> write_response(beast::tcp_stream& stream, const HttpResponse& r, bool keep_alive,
                                  unsigned version);
-  awaitable<bool> serve_job(beast::tcp_stream& stream, GenerationJob& job, bool keep_alive, unsigned version);
-  awaitable<void> reject_oversized(beast::tcp_stream& stream, beast::flat_buffer& buffer, unsigned version);
+  awaitable<bool> serve_job(beast::tcp_stream& stream, GenerationJob& job, bool keep_alive,
+                            unsigned version);
+  awaitable<void> reject_oversized(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                   unsigned version);
   void on_signal(const error_code& ec, int signo);
   void start_drain();
   void poll_drain();
@@ -80,7 +85,8 @@ struct HttpServer::Impl {
 awaitable<void> HttpServer::Impl::accept_loop() {
   for (;;) {
     error_code ec;
-    auto socket = co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(use_awaitable, ec));
+    auto socket = co_await acceptor.async_accept(asio::make_strand(ioc),
+                                                 asio::redirect_error(use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
       // Out of file descriptors and the like: back off instead of spinning.
@@ -95,8 +101,8 @@ awaitable<void> HttpServer::Impl::accept_loop() {
   }
 }
 
-awaitable<bool> HttpServer::Impl::write_response(beast::tcp_stream& stream, const HttpResponse& r, bool keep_alive,
-                                                 unsigned version) {
+awaitable<bool> HttpServer::Impl::write_response(beast::tcp_stream& stream, const HttpResponse& r,
+                                                 bool keep_alive, unsigned version) {
   http::response<http::string_body> res{static_cast<http::status>(r.status), version};
   res.set(http::field::server, "kite");
   res.set(http::field::content_type, r.content_type);
@@ -112,16 +118,18 @@ awaitable<bool> HttpServer::Impl::write_response(beast::tcp_stream& stream, cons
 
 // 413, then read and drop what the client still sends (bounded), so that it reads the
 // answer instead of failing on a reset connection while uploading.
-awaitable<void> HttpServer::Impl::reject_oversized(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                                   unsigned version) {
-  co_await write_response(stream, payload_too_large(config.max_request_body_bytes).to_response(), false, version);
+awaitable<void> HttpServer::Impl::reject_oversized(beast::tcp_stream& stream,
+                                                   beast::flat_buffer& buffer, unsigned version) {
+  co_await write_response(stream, payload_too_large(config.max_request_body_bytes).to_response(),
+                          false, version);
   error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   std::vector<char> sink(64 * 1024);
   size_t dropped = 0;
   stream.expires_after(std::chrono::seconds(5));
   while (!ec && dropped < (256u << 20))
-    dropped += co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(use_awaitable, ec));
+    dropped += co_await stream.async_read_some(asio::buffer(sink),
+                                               asio::redirect_error(use_awaitable, ec));
 }
 
 awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
@@ -134,13 +142,15 @@ awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
     parser.body_limit(config.max_request_body_bytes);
     error_code ec;
     stream.expires_after(seconds(config.idle_timeout_s));
-    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    co_await http::async_read_header(stream, buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
     const unsigned version = parser.is_header_done() ? parser.get().version() : 11;
     if (!ec && parser.get()[http::field::expect] == "100-continue") {
       http::response<http::empty_body> cont{http::status::continue_, version};
       co_await http::async_write(stream, cont, asio::redirect_error(use_awaitable, ec));
     }
-    if (!ec) co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (!ec)
+      co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec == http::error::body_limit) {
       co_await reject_oversized(stream, buffer, version);
       break;
@@ -149,8 +159,9 @@ awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
       break;
     if (ec) {  // a malformed request: say so, then close (the stream cannot be resynced)
-      co_await write_response(stream, bad_request("malformed HTTP request: " + ec.message()).to_response(), false,
-                              version);
+      co_await write_response(stream,
+                              bad_request("malformed HTTP request: " + ec.message()).to_response(),
+                              false, version);
       break;
     }
     const auto& msg = parser.get();
@@ -170,8 +181,9 @@ awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
       spdlog::error("{} {}: {}", req.method, req.path, e.what());
       reply.response = internal(std::string("internal error: ") + e.what()).to_response();
     }
-    const bool ok = reply.job ? co_await serve_job(stream, *reply.job, keep_alive, version)
-                              : co_await write_response(stream, reply.response, keep_alive, version);
+    const bool ok = reply.job
+                        ? co_await serve_job(stream, *reply.job, keep_alive, version)
+                        : co_await write_response(stream, reply.response, keep_alive, version);
     --in_flight;
     if (!ok || !keep_alive) break;
   }
@@ -179,8 +191,8 @@ awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
 }
 
-awaitable<bool> HttpServer::Impl::serve_job(beast::tcp_stream& stream, GenerationJob& job, bool keep_alive,
-                                            unsigned version) {
+awaitable<bool> HttpServer::Impl::serve_job(beast::tcp_stream& stream, GenerationJob& job,
+                                            bool keep_alive, unsigned version) {
   auto wake = std::make_shared<asio::steady_timer>(stream.get_executor());
   job.set_waker([w = std::weak_ptr<asio::steady_timer>(wake)] {
     if (auto t = w.lock()) t->cancel();
@@ -215,7 +227,8 @@ awaitable<bool> HttpServer::Impl::serve_job(beast::tcp_stream& stream, Generatio
           co_await asio::async_write(stream, http::make_chunk(asio::buffer(data)),
                                      asio::redirect_error(use_awaitable, ec));
         else
-          co_await asio::async_write(stream, asio::buffer(data), asio::redirect_error(use_awaitable, ec));
+          co_await asio::async_write(stream, asio::buffer(data),
+                                     asio::redirect_error(use_awaitable, ec));
         ok = !ec;
       } else if (job.done()) {
         break;
@@ -226,13 +239,15 @@ awaitable<bool> HttpServer::Impl::serve_job(beast::tcp_stream& stream, Generatio
     ok = ok && !watch->disconnected;
     if (ok && chunked) {
       stream.expires_after(seconds(config.write_timeout_s));
-      co_await asio::async_write(stream, http::make_chunk_last(), asio::redirect_error(use_awaitable, ec));
+      co_await asio::async_write(stream, http::make_chunk_last(),
+                                 asio::redirect_error(use_awaitable, ec));
       ok = !ec;
     }
     ok = ok && chunked && keep_alive;
   } else {
     while (!job.done() && !watch->disconnected) co_await sleep();
-    ok = !watch->disconnected && co_await write_response(stream, job.final_response(), keep_alive, version);
+    ok = !watch->disconnected &&
+         co_await write_response(stream, job.final_response(), keep_alive, version);
   }
   job.set_waker(nullptr);
   if (!job.done()) job.cancel();  // the client went away: free the engine's KV blocks now
@@ -248,7 +263,8 @@ void HttpServer::Impl::on_signal(const error_code& ec, int signo) {
     ioc.stop();
     return;
   }
-  spdlog::info("signal {}: draining ({} requests in flight; new requests get 503)", signo, in_flight.load());
+  spdlog::info("signal {}: draining ({} requests in flight; new requests get 503)", signo,
+               in_flight.load());
   start_drain();
   signals.async_wait([this](const error_code& e, int s) { on_signal(e, s); });
 }
@@ -262,7 +278,8 @@ void HttpServer::Impl::start_drain() {
 
 // Polled rather than signalled: requests finish on any strand, and 20 ms is nothing at exit.
 void HttpServer::Impl::poll_drain() {
-  const bool timed_out = std::chrono::steady_clock::now() - drain_started > seconds(config.drain_timeout_s);
+  const bool timed_out =
+      std::chrono::steady_clock::now() - drain_started > seconds(config.drain_timeout_s);
   if (in_flight.load() == 0 || timed_out) {
     if (timed_out) spdlog::warn("drain timeout: {} requests still in flight", in_flight.load());
     spdlog::info("drained; shutting down");
@@ -281,13 +298,15 @@ void HttpServer::Impl::poll_drain() {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() = default;
 
-Result<std::unique_ptr<HttpServer>> HttpServer::create(const HttpServerConfig& config, Router* router) {
+Result<std::unique_ptr<HttpServer>> HttpServer::create(const HttpServerConfig& config,
+                                                       Router* router) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->router = router;
   error_code ec;
   const auto address = asio::ip::make_address(config.host, ec);
-  if (ec) return invalid_argument("--host '" + config.host + "' is not an IP address: " + ec.message());
+  if (ec)
+    return invalid_argument("--host '" + config.host + "' is not an IP address: " + ec.message());
   const tcp::endpoint endpoint(address, config.port);
   auto& a = impl->acceptor;
   a.open(endpoint.protocol(), ec);
@@ -295,8 +314,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(const HttpServerConfig& c
   if (!ec) a.bind(endpoint, ec);
   if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    return Status(ErrorCode::kInvalidArgument, "cannot listen on " + config.host + ":" + std::to_string(config.port) +
-                                                   ": " + ec.message());
+    return Status(ErrorCode::kInvalidArgument, "cannot listen on " + config.host + ":" +
+                                                   std::to_string(config.port) + ": " +
+                                                   ec.message());
   router->set_in_flight_counter(&impl->in_flight);
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
@@ -315,7 +335,8 @@ Status HttpServer::run() {
   s.signals.async_wait([&s](const error_code& e, int signo) { s.on_signal(e, signo); });
   asio::co_spawn(s.ioc, s.accept_loop(), asio::detached);
   std::vector<std::thread> threads;
-  for (int i = 1; i < std::max(1, s.config.num_threads); ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  for (int i = 1; i < std::max(1, s.config.num_threads); ++i)
+    threads.emplace_back([&s] { s.ioc.run(); });
   s.ioc.run();
   for (auto& t : threads) t.join();
   return ok_status();

@@ -45,7 +45,8 @@ class Metrics {
   void observe_time_to_first_token(double seconds) { ttft_.observe(seconds); }
   void observe_time_per_output_token(double seconds) { tpot_.observe(seconds); }
   // A request (one engine sequence) ended with finish_reason "stop" or "length".
-  void record_success(bool stopped, double e2e_seconds, int64_t prompt_tokens, int64_t output_tokens);
+  void record_success(bool stopped, double e2e_seconds, int64_t prompt_tokens,
+                      int64_t output_tokens);
   // A request ended otherwise (also counts its tokens, which did use the engine).
   void record_failure(FailureReason reason, int64_t prompt_tokens = 0, int64_t output_tokens = 0);
 

@@ -1,3 +1,5 @@
+// OpenAI request body -> GenerationRequest, with 400s that name the parameter; see
+// openai_request.h. Field readers below leave defaults untouched for absent or null fields.
 #include "server/openai_request.h"
 
 #include <cmath>
@@ -38,7 +40,8 @@ class Fields {
         std::fabs(v->get<double>()) < 9e15) {
       *out = static_cast<int64_t>(v->get<double>());
     } else if (v->is_number_integer()) {
-      *out = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
+      *out = v->is_number_unsigned() &&
+                     v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
                  ? std::numeric_limits<int64_t>::max()
                  : v->get<int64_t>();
     } else {
@@ -83,7 +86,8 @@ std::optional<ApiError> normalize_content(Json& message, size_t i) {
       return bad_request("content part type '" + part["type"].get<std::string>() +
                              "' is not supported (only 'text')",
                          pp + ".type");
-    if (!part.contains("text") || !part["text"].is_string()) return Fields::type_error(pp + ".text", "a string");
+    if (!part.contains("text") || !part["text"].is_string())
+      return Fields::type_error(pp + ".text", "a string");
     text += part["text"].get<std::string>();
   }
   *it = text;
@@ -93,13 +97,15 @@ std::optional<ApiError> normalize_content(Json& message, size_t i) {
 std::optional<ApiError> parse_messages(const Json& j, GenerationRequest* out) {
   auto it = j.find("messages");
   if (it == j.end() || it->is_null()) return bad_request("'messages' is required", "messages");
-  if (!it->is_array() || it->empty()) return Fields::type_error("messages", "a non-empty array of messages");
+  if (!it->is_array() || it->empty())
+    return Fields::type_error("messages", "a non-empty array of messages");
   out->messages = *it;
   for (size_t i = 0; i < out->messages.size(); ++i) {
     Json& m = out->messages[i];
     const std::string p = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return Fields::type_error(p, "an object");
-    if (!m.contains("role") || !m["role"].is_string()) return Fields::type_error(p + ".role", "a string");
+    if (!m.contains("role") || !m["role"].is_string())
+      return Fields::type_error(p + ".role", "a string");
     if (auto e = normalize_content(m, i)) return e;
   }
   if (auto t = j.find("tools"); t != j.end() && !t->is_null()) out->template_extra["tools"] = *t;
@@ -108,7 +114,8 @@ std::optional<ApiError> parse_messages(const Json& j, GenerationRequest* out) {
 
 std::optional<ApiError> parse_token_ids(const Json& arr, const std::string& param, PromptInput* p) {
   for (const Json& t : arr) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max())
       return Fields::type_error(param, "an array of non-negative integer token ids");
     p->token_ids.push_back(t.get<int32_t>());
   }
@@ -121,7 +128,8 @@ std::optional<ApiError> parse_prompt(const Json& j, GenerationRequest* out) {
   auto it = j.find("prompt");
   if (it == j.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   const Json& p = *it;
-  constexpr const char* kShape = "a string, an array of strings, or an array of token ids (or of arrays of them)";
+  constexpr const char* kShape =
+      "a string, an array of strings, or an array of token ids (or of arrays of them)";
   if (p.is_string()) {
     out->prompts.push_back(PromptInput{p.get<std::string>(), {}});
     return std::nullopt;
@@ -166,7 +174,8 @@ std::optional<ApiError> parse_stop(const Fields& f, SamplingParams* s) {
   if (const Json* v = f.get("stop_token_ids")) {
     if (!v->is_array()) return Fields::type_error("stop_token_ids", "an array of integers");
     for (const Json& x : *v) {
-      if (!x.is_number_integer()) return Fields::type_error("stop_token_ids", "an array of integers");
+      if (!x.is_number_integer())
+        return Fields::type_error("stop_token_ids", "an array of integers");
       s->stop_token_ids.push_back(x.get<int32_t>());
     }
   }
@@ -178,7 +187,8 @@ std::optional<ApiError> parse_logprobs(ApiKind kind, const Fields& f, SamplingPa
   if (kind == ApiKind::kCompletion) {
     // Completions: logprobs is the number of alternatives (0 = only the sampled token's).
     const Json* v = f.get("logprobs");
-    if (v && v->is_boolean()) return Fields::type_error("logprobs", "an integer in [0, 20] for completions");
+    if (v && v->is_boolean())
+      return Fields::type_error("logprobs", "an integer in [0, 20] for completions");
     int64_t k = -1;
     if (auto e = f.integer("logprobs", 0, kMaxTopLogprobs, &k)) return e;
     if (k >= 0) s->logprobs = true, s->top_logprobs = static_cast<int32_t>(k);
@@ -194,8 +204,11 @@ std::optional<ApiError> parse_logprobs(ApiKind kind, const Fields& f, SamplingPa
 
 std::optional<ApiError> parse_sampling(ApiKind kind, const Fields& f, GenerationRequest* out) {
   SamplingParams& s = out->sampling;
-  for (auto [name, dst] : {std::pair{"temperature", &s.temperature}, {"top_p", &s.top_p}, {"min_p", &s.min_p},
-                           {"presence_penalty", &s.presence_penalty}, {"frequency_penalty", &s.frequency_penalty},
+  for (auto [name, dst] : {std::pair{"temperature", &s.temperature},
+                           {"top_p", &s.top_p},
+                           {"min_p", &s.min_p},
+                           {"presence_penalty", &s.presence_penalty},
+                           {"frequency_penalty", &s.frequency_penalty},
                            {"repetition_penalty", &s.repetition_penalty}})
     if (auto e = f.number(name, dst)) return e;
   int64_t v = 0;
@@ -203,7 +216,8 @@ std::optional<ApiError> parse_sampling(ApiKind kind, const Fields& f, Generation
   s.top_k = static_cast<int32_t>(v);
   if (f.get("seed")) {
     int64_t seed = 0;
-    if (auto e = f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed))
+    if (auto e = f.integer("seed", std::numeric_limits<int64_t>::min(),
+                           std::numeric_limits<int64_t>::max(), &seed))
       return e;
     s.seed = static_cast<uint64_t>(seed);
   }
@@ -242,15 +256,17 @@ std::optional<ApiError> parse_options(const Fields& f, GenerationRequest* out) {
   if (auto e = f.boolean("stream", &out->stream)) return e;
   if (const Json* so = f.get("stream_options")) {
     if (!so->is_object()) return Fields::type_error("stream_options", "an object");
-    if (!out->stream) return bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options");
+    if (!out->stream)
+      return bad_request("'stream_options' is only allowed when 'stream' is true",
+                         "stream_options");
     if (auto e = Fields(*so).boolean("include_usage", &out->include_usage)) {
       e->param = "stream_options.include_usage";
       return e;
     }
   }
   int64_t priority = 0;
-  if (auto e = f.integer("priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
-                         &priority))
+  if (auto e = f.integer("priority", std::numeric_limits<int32_t>::min(),
+                         std::numeric_limits<int32_t>::max(), &priority))
     return e;
   out->priority = static_cast<int32_t>(priority);
   return std::nullopt;
@@ -270,8 +286,8 @@ std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view 
   if (auto e = kind == ApiKind::kChat ? parse_messages(j, out) : parse_prompt(j, out)) return e;
   const int64_t choices = static_cast<int64_t>(out->n) * std::max<size_t>(out->prompts.size(), 1);
   if (choices > kMaxChoices)
-    return bad_request("n x number of prompts must be at most " + std::to_string(kMaxChoices) + ", got " +
-                           std::to_string(choices),
+    return bad_request("n x number of prompts must be at most " + std::to_string(kMaxChoices) +
+                           ", got " + std::to_string(choices),
                        "n");
   return parse_sampling(kind, f, out);
 }

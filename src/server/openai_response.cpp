@@ -1,3 +1,4 @@
+// OpenAI response/chunk/logprobs JSON builders; see openai_response.h.
 #include "server/openai_response.h"
 
 #include <cmath>
@@ -25,7 +26,9 @@ double json_logprob(float logprob) {
   return logprob;
 }
 
-std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string dump_json(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 std::string sse_event(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
@@ -43,7 +46,9 @@ Json chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& token
     Json top = Json::array();
     for (const TokenLogprob& alt : t.top) {
       const std::string_view b = tok.token_bytes(alt.token_id);
-      top.push_back({{"token", std::string(b)}, {"logprob", json_logprob(alt.logprob)}, {"bytes", bytes_array(b)}});
+      top.push_back({{"token", std::string(b)},
+                     {"logprob", json_logprob(alt.logprob)},
+                     {"bytes", bytes_array(b)}});
     }
     content.push_back({{"token", std::string(bytes)},
                        {"logprob", json_logprob(t.logprob)},
@@ -53,7 +58,8 @@ Json chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& token
   return Json{{"content", std::move(content)}};
 }
 
-Json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens, int64_t* text_chars) {
+Json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens,
+                         int64_t* text_chars) {
   Json out = {{"tokens", Json::array()},
               {"token_logprobs", Json::array()},
               {"top_logprobs", Json::array()},
@@ -64,7 +70,8 @@ Json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>&
     out["token_logprobs"].push_back(json_logprob(t.logprob));
     // The sampled token is always listed, so there are up to logprobs + 1 entries (OpenAI).
     Json top = Json::object();
-    for (const TokenLogprob& alt : t.top) top[std::string(tok.token_bytes(alt.token_id))] = json_logprob(alt.logprob);
+    for (const TokenLogprob& alt : t.top)
+      top[std::string(tok.token_bytes(alt.token_id))] = json_logprob(alt.logprob);
     top[std::string(bytes)] = json_logprob(t.logprob);
     out["top_logprobs"].push_back(std::move(top));
     out["text_offset"].push_back(*text_chars);
@@ -74,7 +81,10 @@ Json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>&
 }
 
 Json response_object(const ResponseHeader& h, Json choices) {
-  return Json{{"id", h.id}, {"object", h.object}, {"created", h.created}, {"model", h.model},
+  return Json{{"id", h.id},
+              {"object", h.object},
+              {"created", h.created},
+              {"model", h.model},
               {"choices", std::move(choices)}};
 }
 

@@ -43,7 +43,8 @@ Json chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& token
 
 // Completions logprobs for `tokens`; text_offset counts characters from `*text_chars`, which is
 // advanced past these tokens (so streamed chunks continue where the previous one stopped).
-Json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens, int64_t* text_chars);
+Json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens,
+                         int64_t* text_chars);
 
 // The envelope shared by every response object of one request.
 struct ResponseHeader {

@@ -1,3 +1,4 @@
+// Endpoint dispatch, auth, and the request -> engine path; see routes.h.
 #include "server/routes.h"
 
 #include <fmt/format.h>
@@ -21,7 +22,8 @@ HttpResponse json_response(const Json& body, int status = 200) {
 }
 
 int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -39,15 +41,19 @@ struct Route {
   bool needs_auth;
 };
 constexpr Route kRoutes[] = {
-    {"/health", "GET", false},          {"/metrics", "GET", false},    {"/v1/models", "GET", true},
-    {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
+    {"/health", "GET", false},         {"/metrics", "GET", false},
+    {"/v1/models", "GET", true},       {"/v1/chat/completions", "POST", true},
+    {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
     {"/detokenize", "POST", true},
 };
 
 }  // namespace
 
 Router::Router(RouterConfig config, Engine* engine, const PromptRenderer* renderer)
-    : config_(std::move(config)), engine_(engine), renderer_(renderer), started_at_(unix_seconds()) {
+    : config_(std::move(config)),
+      engine_(engine),
+      renderer_(renderer),
+      started_at_(unix_seconds()) {
   id_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
 }
 
@@ -87,15 +93,18 @@ Reply Router::generate(ApiKind kind, const HttpRequest& req, const Poster& post)
   };
   const auto arrival = std::chrono::steady_clock::now();
   GenerationRequest g;
-  if (auto e = parse_generation_request(kind, req.body, &g)) return fail(*e, FailureReason::kBadRequest);
+  if (auto e = parse_generation_request(kind, req.body, &g))
+    return fail(*e, FailureReason::kBadRequest);
   if (g.model && *g.model != config_.served_model_name)
     return fail(model_not_found(*g.model), FailureReason::kBadRequest);
-  if (draining()) return fail(service_unavailable("the server is shutting down"), FailureReason::kUnavailable);
+  if (draining())
+    return fail(service_unavailable("the server is shutting down"), FailureReason::kUnavailable);
 
   std::vector<std::vector<int32_t>> prompts;
   if (kind == ApiKind::kChat) {
     auto ids = renderer_->encode_chat(g.messages, g.template_extra);
-    if (!ids.ok()) return fail(bad_request(ids.status().message(), "messages"), FailureReason::kBadRequest);
+    if (!ids.ok())
+      return fail(bad_request(ids.status().message(), "messages"), FailureReason::kBadRequest);
     prompts.push_back(std::move(*ids));
   } else {
     for (PromptInput& in : g.prompts)
@@ -111,41 +120,49 @@ Reply Router::generate(ApiKind kind, const HttpRequest& req, const Poster& post)
   jc.n = g.n;
   jc.arrival = arrival;
   auto job = std::make_shared<GenerationJob>(std::move(jc), engine_, &metrics_);
-  if (auto e = job->start(prompts, g.sampling, g.priority, post)) return Reply{e->to_response(), nullptr};
+  if (auto e = job->start(prompts, g.sampling, g.priority, post))
+    return Reply{e->to_response(), nullptr};
   return Reply{{}, std::move(job)};
 }
 
 HttpResponse Router::tokenize(const HttpRequest& req) const {
   Json j = Json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad_request("The request body must be a JSON object").to_response();
+  if (j.is_discarded() || !j.is_object())
+    return bad_request("The request body must be a JSON object").to_response();
   if (auto m = j.find("model"); m != j.end() && m->is_string() && *m != config_.served_model_name)
     return model_not_found(m->get<std::string>()).to_response();
   std::vector<int32_t> ids;
   if (auto m = j.find("messages"); m != j.end()) {
-    if (!m->is_array()) return bad_request("'messages' must be an array of messages", "messages").to_response();
+    if (!m->is_array())
+      return bad_request("'messages' must be an array of messages", "messages").to_response();
     auto r = renderer_->encode_chat(*m);
     if (!r.ok()) return bad_request(r.status().message(), "messages").to_response();
     ids = std::move(*r);
   } else if (auto p = j.find("prompt"); p != j.end() && p->is_string()) {
     bool special = true;
-    if (auto s = j.find("add_special_tokens"); s != j.end() && s->is_boolean()) special = s->get<bool>();
+    if (auto s = j.find("add_special_tokens"); s != j.end() && s->is_boolean())
+      special = s->get<bool>();
     ids = engine_->tokenizer().encode(p->get<std::string>(), special);
   } else {
     return bad_request("give 'prompt' (a string) or 'messages' (an array)", "prompt").to_response();
   }
-  return json_response(Json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_->max_model_len()}});
+  return json_response(
+      Json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_->max_model_len()}});
 }
 
 HttpResponse Router::detokenize(const HttpRequest& req) const {
   Json j = Json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad_request("The request body must be a JSON object").to_response();
+  if (j.is_discarded() || !j.is_object())
+    return bad_request("The request body must be a JSON object").to_response();
   auto t = j.find("tokens");
-  if (t == j.end() || !t->is_array()) return bad_request("'tokens' must be an array of token ids", "tokens").to_response();
+  if (t == j.end() || !t->is_array())
+    return bad_request("'tokens' must be an array of token ids", "tokens").to_response();
   std::vector<int32_t> ids;
   const int32_t vocab = engine_->tokenizer().vocab_size();
   for (const Json& x : *t) {
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab)
-      return bad_request("'tokens' must hold token ids in [0, " + std::to_string(vocab) + ")", "tokens")
+      return bad_request("'tokens' must hold token ids in [0, " + std::to_string(vocab) + ")",
+                         "tokens")
           .to_response();
     ids.push_back(x.get<int32_t>());
   }
@@ -153,8 +170,12 @@ HttpResponse Router::detokenize(const HttpRequest& req) const {
 }
 
 HttpResponse Router::models() const {
-  Json model = {{"id", config_.served_model_name}, {"object", "model"}, {"created", started_at_},
-                {"owned_by", "kite"}, {"root", engine_->config().model_dir}, {"max_model_len", engine_->max_model_len()}};
+  Json model = {{"id", config_.served_model_name},
+                {"object", "model"},
+                {"created", started_at_},
+                {"owned_by", "kite"},
+                {"root", engine_->config().model_dir},
+                {"max_model_len", engine_->max_model_len()}};
   return json_response(Json{{"object", "list"}, {"data", Json::array({model})}});
 }
 
