@@ -6,10 +6,12 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <csignal>
 #include <thread>
 #include <vector>
@@ -43,9 +45,15 @@ void watch_socket(tcp::socket& socket, std::shared_ptr<Watch> watch,
                   std::shared_ptr<asio::steady_timer> wake) {
   socket.async_wait(tcp::socket::wait_read, [&socket, watch, wake](error_code ec) {
     if (!watch->active || ec == asio::error::operation_aborted) return;
-    char byte;
-    if (!ec) socket.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    if (!ec) {
+      // Never block an io thread: peek without waiting.
+      char byte;
+      const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0) ec = asio::error::eof;
+      if (n < 0) ec = error_code(errno, boost::system::system_category());
+    }
+    if (ec == asio::error::would_block || ec == asio::error::try_again ||
+        ec == asio::error::interrupted) {
       watch_socket(socket, watch, wake);
       return;
     }

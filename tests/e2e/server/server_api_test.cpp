@@ -218,6 +218,26 @@ TEST_F(ServerApi, PromptAsTokenIdsAndArrays) {
   EXPECT_EQ(c["usage"]["completion_tokens"], 16);
 }
 
+TEST_F(ServerApi, RepeatedPromptReportsCachedTokens) {
+  // A unique ~60-token prompt: the first request fills the prefix cache, the second hits it.
+  std::string prompt =
+      "Cache probe " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int i = 0; i < 12; ++i) prompt += " alpha beta gamma delta";
+  const Json req = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+  const std::string hits = "kite_prefix_cache_hits_total";
+  const double hits_before = metric_value(metrics_text(port()), hits).value_or(-1);
+  auto [s1, first] = post_json(port(), "/v1/completions", req);
+  auto [s2, second] = post_json(port(), "/v1/completions", req);
+  ASSERT_EQ(s1, 200);
+  ASSERT_EQ(s2, 200);
+  const int prompt_tokens = second["usage"]["prompt_tokens"];
+  const int cached = second["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_GE(cached, 16);  // at least one full block
+  EXPECT_LT(cached, prompt_tokens);
+  EXPECT_GE(metric_value(metrics_text(port()), hits).value_or(-1), hits_before + cached);
+}
+
 TEST_F(ServerApi, ModelsHealthAndKeepAlive) {
   Connection c(port());
   ASSERT_TRUE(c.connected());
