@@ -11,7 +11,8 @@ PKGS=(cmake ninja-build g++ pkg-config
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
       libpcre2-dev libxxhash-dev libopenblas-openmp-dev
       libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
-      chromium)  # headless browser for the web page's test (tests/e2e/web)
+      chromium    # headless browser for the web page's test (tests/e2e/web)
+      prometheus)  # promtool, for the /metrics format test
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -46,6 +47,16 @@ for dir in tools/fixtures tests/e2e/web; do
     fi
   fi
 done
+
+# The official OpenAI Node client for the server compatibility test (tests/e2e/openai_client).
+if [ "$want_npm" = 1 ] && [ -f tests/e2e/openai_client/package.json ]; then
+  stamp=tests/e2e/openai_client/node_modules/.kite-lock-stamp
+  if ! cmp -s tests/e2e/openai_client/package-lock.json "$stamp"; then
+    echo "setup: npm ci in tests/e2e/openai_client"
+    (cd tests/e2e/openai_client && npm ci --no-audit --no-fund)
+    cp tests/e2e/openai_client/package-lock.json "$stamp"
+  fi
+fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

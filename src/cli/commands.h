@@ -17,5 +17,6 @@ using CommandRunner = std::function<Status()>;
 void add_generate_command(CLI::App& app, CommandRunner* run);
 void add_tokenize_command(CLI::App& app, CommandRunner* run);
 void add_bench_command(CLI::App& app, CommandRunner* run);
+void add_serve_command(CLI::App& app, CommandRunner* run);
 
 }  // namespace kite::cli

@@ -108,7 +108,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     return invalid_argument("--max-model-len " + std::to_string(sc.max_model_len) +
                             " exceeds the model's max_position_embeddings " +
                             std::to_string(model_len));
-  sc.max_waiting = config.max_waiting;
+  // add_request() is the admission gate (running + queued <= max_waiting + max_num_seqs, HTTP
+  // 429 beyond). Requests it admitted reach the scheduler together at the next step, all still
+  // waiting, so the scheduler's own bound must hold all of them or it would fail admitted ones.
+  sc.max_waiting = config.max_waiting + config.max_num_seqs;
   sc.enable_prefix_caching = config.enable_prefix_caching;
   sc.prefix_cache_salt = config.model_dir;
   KITE_ASSIGN_OR_RETURN(sched::Scheduler scheduler, sched::Scheduler::create(sc));
