@@ -64,4 +64,22 @@ Tensor DecoderStack::forward(const ForwardBatch& batch, KvCache& cache) {
   return logits;
 }
 
+Result<std::unique_ptr<Model>> build_decoder_stack(const ModelConfig& c, KvCacheSpec kv_spec,
+                                                   RopeTable rope, const WeightStore& w,
+                                                   const LayerBuilder& build_layer) {
+  auto model = std::make_unique<DecoderStack>(c, kv_spec, std::move(rope));
+  KITE_RETURN_IF_ERROR(model->load_embeddings(w));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    DecoderLayer layer;
+    KITE_ASSIGN_OR_RETURN(layer.input_norm,
+                          load_vector(w, p + "input_layernorm.weight", c.hidden_size));
+    KITE_ASSIGN_OR_RETURN(layer.post_attn_norm,
+                          load_vector(w, p + "post_attention_layernorm.weight", c.hidden_size));
+    KITE_RETURN_IF_ERROR(build_layer(p, i, layer));
+    model->layers().push_back(std::move(layer));
+  }
+  return std::unique_ptr<Model>(std::move(model));
+}
+
 }  // namespace kite

@@ -3,6 +3,7 @@
 // with the attention and FFN kinds chosen per layer by the architecture file that builds it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <variant>
 #include <vector>
@@ -45,5 +46,15 @@ class DecoderStack final : public Model {
   Tensor final_norm_;
   std::vector<DecoderLayer> layers_;
 };
+
+// Fills one layer's attention and FFN from the weights under `prefix` ("model.layers.i.").
+using LayerBuilder =
+    std::function<Status(const std::string& prefix, int64_t layer, DecoderLayer& out)>;
+
+// The loop every architecture shares: embeddings, final norm and lm_head, and per layer the two
+// norms plus whatever `build_layer` loads.
+Result<std::unique_ptr<Model>> build_decoder_stack(const ModelConfig& config, KvCacheSpec kv_spec,
+                                                   RopeTable rope, const WeightStore& weights,
+                                                   const LayerBuilder& build_layer);
 
 }  // namespace kite

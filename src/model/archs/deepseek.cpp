@@ -14,28 +14,20 @@
 namespace kite {
 
 Result<std::unique_ptr<Model>> build_deepseek(const ModelConfig& c, const WeightStore& w) {
-  KvCacheSpec kv{c.num_hidden_layers, 1, MlaAttention::latent_width(c),
-                 MlaAttention::latent_width(c), true};
-  auto model = std::make_unique<DecoderStack>(c, kv, RopeTable(c, c.qk_rope_head_dim));
-  KITE_RETURN_IF_ERROR(model->load_embeddings(w));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    KITE_ASSIGN_OR_RETURN(Tensor ln1, load_vector(w, p + "input_layernorm.weight", c.hidden_size));
-    KITE_ASSIGN_OR_RETURN(Tensor ln2,
-                          load_vector(w, p + "post_attention_layernorm.weight", c.hidden_size));
-    KITE_ASSIGN_OR_RETURN(MlaAttention attn, MlaAttention::load(w, p + "self_attn.", c));
-    std::variant<GatedMlp, Moe> ffn;
-    if (c.is_moe_layer(i)) {
-      KITE_ASSIGN_OR_RETURN(Moe moe, Moe::load(w, p + "mlp.", c));
-      ffn = std::move(moe);
-    } else {
-      KITE_ASSIGN_OR_RETURN(GatedMlp mlp,
-                            GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
-      ffn = std::move(mlp);
-    }
-    model->layers().push_back(DecoderLayer{ln1, ln2, std::move(attn), std::move(ffn)});
-  }
-  return std::unique_ptr<Model>(std::move(model));
+  const int64_t latent = MlaAttention::latent_width(c);
+  KvCacheSpec kv{c.num_hidden_layers, 1, latent, latent, true};
+  return build_decoder_stack(
+      c, kv, RopeTable(c, c.qk_rope_head_dim), w,
+      [&](const std::string& p, int64_t i, DecoderLayer& layer) -> Status {
+        KITE_ASSIGN_OR_RETURN(layer.attention, MlaAttention::load(w, p + "self_attn.", c));
+        if (c.is_moe_layer(i)) {
+          KITE_ASSIGN_OR_RETURN(layer.ffn, Moe::load(w, p + "mlp.", c));
+        } else {
+          KITE_ASSIGN_OR_RETURN(layer.ffn,
+                                GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
+        }
+        return ok_status();
+      });
 }
 
 }  // namespace kite

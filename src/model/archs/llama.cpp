@@ -11,19 +11,14 @@ namespace kite {
 
 Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig& c, const WeightStore& w) {
   KvCacheSpec kv{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.head_dim, false};
-  auto model = std::make_unique<DecoderStack>(c, kv, RopeTable(c, c.head_dim));
-  KITE_RETURN_IF_ERROR(model->load_embeddings(w));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    KITE_ASSIGN_OR_RETURN(Tensor ln1, load_vector(w, p + "input_layernorm.weight", c.hidden_size));
-    KITE_ASSIGN_OR_RETURN(Tensor ln2,
-                          load_vector(w, p + "post_attention_layernorm.weight", c.hidden_size));
-    KITE_ASSIGN_OR_RETURN(GqaAttention attn, GqaAttention::load(w, p + "self_attn.", c));
-    KITE_ASSIGN_OR_RETURN(GatedMlp mlp,
-                          GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
-    model->layers().push_back(DecoderLayer{ln1, ln2, std::move(attn), std::move(mlp)});
-  }
-  return std::unique_ptr<Model>(std::move(model));
+  return build_decoder_stack(
+      c, kv, RopeTable(c, c.head_dim), w,
+      [&](const std::string& p, int64_t, DecoderLayer& layer) -> Status {
+        KITE_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(w, p + "self_attn.", c));
+        KITE_ASSIGN_OR_RETURN(layer.ffn,
+                              GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
+        return ok_status();
+      });
 }
 
 }  // namespace kite
