@@ -11,6 +11,7 @@ PKGS=(cmake ninja-build g++ pkg-config
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
       libpcre2-dev libxxhash-dev libopenblas-openmp-dev
       libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
+      curl        # the byte-level SSE test (tests/e2e/server/sse_curl_test.sh)
       chromium    # headless browser for the web page's test (tests/e2e/web)
       prometheus)  # promtool, for the /metrics format test
 missing=()
