@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "model/model.h"
+#include "reference_compare.h"
 #include "runtime/model_runner.h"
 
 namespace kite {
@@ -40,13 +41,10 @@ TEST(KiteTiny, LogitsAndGreedyMatchTransformers) {
     auto ref =
         expected->get_f32("logits." + std::to_string(p), {static_cast<int64_t>(seq.size()), vocab});
     ASSERT_TRUE(ref.ok()) << ref.status().message();
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < logits.numel(); ++i) {
-      double d = logits.data<float>()[i] - ref->data<float>()[i];
-      num += d * d;
-      den += double(ref->data<float>()[i]) * ref->data<float>()[i];
-    }
-    EXPECT_LT(std::sqrt(num / den), 1e-4) << rec["prompt"];
+    EXPECT_LT(
+        testing_util::relative_error(logits.data<float>(), ref->data<float>(), logits.numel()),
+        1e-4)
+        << rec["prompt"];
 
     std::vector<int32_t> got;
     const float* last = logits.data<float>() + (seq.size() - 1) * vocab;

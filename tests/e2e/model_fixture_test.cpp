@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "model/model.h"
+#include "reference_compare.h"
 #include "runtime/model_runner.h"
 
 namespace kite {
@@ -22,16 +23,6 @@ std::string fixture_dir(const std::string& name) {
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);
-}
-
-double relative_error(const float* got, const float* want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - want[i]) * double(got[i] - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
 }
 
 int32_t argmax(const float* row, int64_t n) {
@@ -59,7 +50,8 @@ TEST_P(ModelFixture, LogitsMatchTransformers) {
     auto want =
         expected->get_f32("logits." + std::to_string(p), {static_cast<int64_t>(ids.size()), vocab});
     ASSERT_TRUE(want.ok()) << want.status().message();
-    double err = relative_error(logits.data<float>(), want->data<float>(), logits.numel());
+    double err =
+        testing_util::relative_error(logits.data<float>(), want->data<float>(), logits.numel());
     EXPECT_LT(err, 1e-4) << GetParam() << " prompt " << p << " (" << ids.size() << " tokens)";
   }
 }

@@ -81,22 +81,28 @@ Tensor to_device(const Tensor& host, DType dtype, cudaStream_t stream) {
   return out;
 }
 
-Tensor to_device(std::span<const int32_t> values, const Shape& shape, cudaStream_t stream) {
+namespace {
+
+// Index arrays (token ids, slots, block tables) go to the device unconverted.
+template <typename T>
+Tensor index_to_device(std::span<const T> values, const Shape& shape, DType dtype,
+                       cudaStream_t stream) {
   KITE_CUDA_OP_CHECK(shape_numel(shape) == static_cast<int64_t>(values.size()), "to_device",
                      "shape " + shape_to_string(shape) + " does not hold " +
                          std::to_string(values.size()) + " values");
-  Tensor out = device_empty(shape, DType::kI32);
+  Tensor out = device_empty(shape, dtype);
   copy_to_device(out, values.data(), stream);
   return out;
 }
 
+}  // namespace
+
+Tensor to_device(std::span<const int32_t> values, const Shape& shape, cudaStream_t stream) {
+  return index_to_device(values, shape, DType::kI32, stream);
+}
+
 Tensor to_device(std::span<const int64_t> values, const Shape& shape, cudaStream_t stream) {
-  KITE_CUDA_OP_CHECK(shape_numel(shape) == static_cast<int64_t>(values.size()), "to_device",
-                     "shape " + shape_to_string(shape) + " does not hold " +
-                         std::to_string(values.size()) + " values");
-  Tensor out = device_empty(shape, DType::kI64);
-  copy_to_device(out, values.data(), stream);
-  return out;
+  return index_to_device(values, shape, DType::kI64, stream);
 }
 
 Tensor to_host(const Tensor& device, cudaStream_t stream) {
