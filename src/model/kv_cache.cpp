@@ -4,9 +4,9 @@
 
 namespace kite {
 
-int64_t KvCacheSpec::bytes_per_token() const {
+int64_t KvCacheSpec::bytes_per_token(DType dtype) const {
   int64_t per_layer = num_kv_heads * (k_head_dim + (shares_kv ? 0 : v_head_dim));
-  return num_layers * per_layer * static_cast<int64_t>(sizeof(float));
+  return num_layers * per_layer * static_cast<int64_t>(dtype_size(dtype));
 }
 
 KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size)
@@ -19,9 +19,21 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
   }
 }
 
+KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size,
+                 Backend& backend)
+    : spec_(spec), num_blocks_(num_blocks), block_size_(block_size) {
+  for (int64_t l = 0; l < spec.num_layers; ++l) {
+    k_.push_back(
+        backend.persistent_zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}));
+    if (!spec.shares_kv)
+      v_.push_back(
+          backend.persistent_zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}));
+  }
+}
+
 int64_t KvCache::blocks_for_budget(const KvCacheSpec& spec, int64_t block_size,
-                                   int64_t budget_bytes) {
-  int64_t per_block = std::max<int64_t>(1, spec.bytes_per_token() * block_size);
+                                   int64_t budget_bytes, DType dtype) {
+  int64_t per_block = std::max<int64_t>(1, spec.bytes_per_token(dtype) * block_size);
   return std::max<int64_t>(1, budget_bytes / per_block);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/backend.h"
 
 namespace kite {
 
@@ -21,17 +22,20 @@ struct KvCacheSpec {
   int64_t v_head_dim = 0;
   bool shares_kv = false;  // MLA: values are read from the k (latent) cache
 
-  // Bytes one token occupies across all layers (fp32 on the CPU).
-  int64_t bytes_per_token() const;
+  // Bytes one token occupies across all layers in `dtype` (F32 on the CPU, BF16 on CUDA).
+  int64_t bytes_per_token(DType dtype = DType::kF32) const;
 };
 
 class KvCache {
  public:
   KvCache() = default;
+  // Host fp32 cache.
   KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size);
+  // Cache in `backend`'s memory and compute dtype (the model's backend).
+  KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size, Backend& backend);
   // As many blocks as fit in `budget_bytes` (at least one).
   static int64_t blocks_for_budget(const KvCacheSpec& spec, int64_t block_size,
-                                   int64_t budget_bytes);
+                                   int64_t budget_bytes, DType dtype = DType::kF32);
 
   const KvCacheSpec& spec() const { return spec_; }
   int64_t num_blocks() const { return num_blocks_; }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "core/tensor.h"
 
 namespace kite {
 
@@ -16,6 +17,7 @@ enum class LoadFormat { kAuto, kDummy };
 struct LoadOptions {
   LoadFormat load_format = LoadFormat::kAuto;
   uint64_t dummy_seed = 0;  // kDummy: same seed + same config -> bit-identical weights
+  Device device = Device::kCpu;  // the backend the model runs on (kernels/backend.h)
 };
 
 // "auto" | "dummy" (the --load-format flag values, as in vLLM).

@@ -23,21 +23,23 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       dummy ? Result<WeightStore>(WeightStore::dummy(config, options.dummy_seed))
             : WeightStore::open(model_dir, WeightStoreOptions::from_config(config));
   if (!weights.ok()) return weights.status();
+  KITE_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, create_backend(options.device));
   Result<std::unique_ptr<Model>> model = unsupported("model_type " + config.model_type_name);
   switch (config.model_type) {
     case ModelType::kLlama:
     case ModelType::kQwen2:
-      model = build_llama_family(config, *weights);
+      model = build_llama_family(config, *weights, backend);
       break;
     case ModelType::kDeepseekV2:
     case ModelType::kDeepseekV3:
-      model = build_deepseek(config, *weights);
+      model = build_deepseek(config, *weights, backend);
       break;
   }
   if (!model.ok()) return model.status().with_context("loading " + model_dir);
-  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{}", config.model_type_name,
-               config.num_hidden_layers, config.hidden_size, config.vocab_size, model_dir,
-               dummy ? " with dummy (random) weights" : "");
+  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{} on {}",
+               config.model_type_name, config.num_hidden_layers, config.hidden_size,
+               config.vocab_size, model_dir, dummy ? " with dummy (random) weights" : "",
+               backend->name());
   return model;
 }
 

@@ -26,12 +26,17 @@ struct DecoderLayer {
 
 class DecoderStack final : public Model {
  public:
-  DecoderStack(ModelConfig config, KvCacheSpec kv_spec, RopeTable rope)
-      : config_(std::move(config)), kv_spec_(kv_spec), rope_(std::move(rope)) {}
+  DecoderStack(ModelConfig config, KvCacheSpec kv_spec, RopeTable rope,
+               std::shared_ptr<Backend> backend)
+      : config_(std::move(config)),
+        kv_spec_(kv_spec),
+        rope_(std::move(rope)),
+        backend_(std::move(backend)) {}
 
   const ModelConfig& config() const override { return config_; }
   KvCacheSpec kv_cache_spec() const override { return kv_spec_; }
   Tensor forward(const ForwardBatch& batch, KvCache& cache) override;
+  Backend& backend() override { return *backend_; }
 
   // Loads embed_tokens, model.norm and lm_head (tied to the embedding when configured).
   Status load_embeddings(const WeightStore& weights);
@@ -41,6 +46,7 @@ class DecoderStack final : public Model {
   ModelConfig config_;
   KvCacheSpec kv_spec_;
   RopeTable rope_;
+  std::shared_ptr<Backend> backend_;
   Tensor embed_;    // [vocab, hidden]
   Tensor lm_head_;  // [vocab, hidden] (same bytes as embed_ when tied)
   Tensor final_norm_;
@@ -55,6 +61,7 @@ using LayerBuilder =
 // norms plus whatever `build_layer` loads.
 Result<std::unique_ptr<Model>> build_decoder_stack(const ModelConfig& config, KvCacheSpec kv_spec,
                                                    RopeTable rope, const WeightStore& weights,
+                                                   std::shared_ptr<Backend> backend,
                                                    const LayerBuilder& build_layer);
 
 }  // namespace kite

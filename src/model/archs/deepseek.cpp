@@ -13,18 +13,20 @@
 
 namespace kite {
 
-Result<std::unique_ptr<Model>> build_deepseek(const ModelConfig& c, const WeightStore& w) {
+Result<std::unique_ptr<Model>> build_deepseek(const ModelConfig& c, const WeightStore& w,
+                                              std::shared_ptr<Backend> backend) {
+  Backend& be = *backend;
   const int64_t latent = MlaAttention::latent_width(c);
   KvCacheSpec kv{c.num_hidden_layers, 1, latent, latent, true};
   return build_decoder_stack(
-      c, kv, RopeTable(c, c.qk_rope_head_dim), w,
+      c, kv, RopeTable(c, c.qk_rope_head_dim), w, std::move(backend),
       [&](const std::string& p, int64_t i, DecoderLayer& layer) -> Status {
-        KITE_ASSIGN_OR_RETURN(layer.attention, MlaAttention::load(w, p + "self_attn.", c));
+        KITE_ASSIGN_OR_RETURN(layer.attention, MlaAttention::load(be, w, p + "self_attn.", c));
         if (c.is_moe_layer(i)) {
-          KITE_ASSIGN_OR_RETURN(layer.ffn, Moe::load(w, p + "mlp.", c));
+          KITE_ASSIGN_OR_RETURN(layer.ffn, Moe::load(be, w, p + "mlp.", c));
         } else {
           KITE_ASSIGN_OR_RETURN(layer.ffn,
-                                GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
+                                GatedMlp::load(be, w, p + "mlp.", c.hidden_size, c.intermediate_size));
         }
         return ok_status();
       });

@@ -9,14 +9,16 @@
 
 namespace kite {
 
-Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig& c, const WeightStore& w) {
+Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig& c, const WeightStore& w,
+                                                  std::shared_ptr<Backend> backend) {
+  Backend& be = *backend;
   KvCacheSpec kv{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.head_dim, false};
   return build_decoder_stack(
-      c, kv, RopeTable(c, c.head_dim), w,
+      c, kv, RopeTable(c, c.head_dim), w, std::move(backend),
       [&](const std::string& p, int64_t, DecoderLayer& layer) -> Status {
-        KITE_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(w, p + "self_attn.", c));
+        KITE_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(be, w, p + "self_attn.", c));
         KITE_ASSIGN_OR_RETURN(layer.ffn,
-                              GatedMlp::load(w, p + "mlp.", c.hidden_size, c.intermediate_size));
+                              GatedMlp::load(be, w, p + "mlp.", c.hidden_size, c.intermediate_size));
         return ok_status();
       });
 }

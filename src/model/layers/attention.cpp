@@ -4,8 +4,8 @@
 
 namespace kite {
 
-Result<GqaAttention> GqaAttention::load(const WeightStore& weights, const std::string& prefix,
-                                        const ModelConfig& c) {
+Result<GqaAttention> GqaAttention::load(Backend& be, const WeightStore& weights,
+                                        const std::string& prefix, const ModelConfig& c) {
   GqaAttention a;
   a.num_heads_ = c.num_attention_heads;
   a.num_kv_heads_ = c.num_key_value_heads;
@@ -13,31 +13,25 @@ Result<GqaAttention> GqaAttention::load(const WeightStore& weights, const std::s
   a.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   const int64_t d = c.hidden_size, q = a.num_heads_ * a.head_dim_,
                 kv = a.num_kv_heads_ * a.head_dim_;
-  KITE_ASSIGN_OR_RETURN(a.q_proj_,
-                        Linear::load(weights, prefix + "q_proj", q, d, c.attention_bias));
-  KITE_ASSIGN_OR_RETURN(a.k_proj_,
-                        Linear::load(weights, prefix + "k_proj", kv, d, c.attention_bias));
-  KITE_ASSIGN_OR_RETURN(a.v_proj_,
-                        Linear::load(weights, prefix + "v_proj", kv, d, c.attention_bias));
-  KITE_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(weights, prefix + "o_proj", d, q));
+  const bool bias = c.attention_bias;
+  KITE_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(be, weights, prefix + "q_proj", q, d, bias));
+  KITE_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(be, weights, prefix + "k_proj", kv, d, bias));
+  KITE_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(be, weights, prefix + "v_proj", kv, d, bias));
+  KITE_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(be, weights, prefix + "o_proj", d, q));
   return a;
 }
 
 Tensor GqaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache,
                              Tensor& v_cache) const {
+  Backend& be = *ctx.be;
   const int64_t t = x.size(0);
-  Tensor q = q_proj_(x).view({t, num_heads_, head_dim_});
-  Tensor k = k_proj_(x).view({t, num_kv_heads_, head_dim_});
-  Tensor v = v_proj_(x).view({t, num_kv_heads_, head_dim_});
-  ops::rope(q, 0, head_dim_, ctx.cos, ctx.sin, ops::RopeStyle::kNeox);
-  ops::rope(k, 0, head_dim_, ctx.cos, ctx.sin, ops::RopeStyle::kNeox);
-  ops::write_cache(k, ctx.batch->slot_mapping, k_cache);
-  ops::write_cache(v, ctx.batch->slot_mapping, v_cache);
-  Tensor out = Tensor::empty({t, num_heads_, head_dim_});
-  ops::PagedAttentionParams params = ctx.attention;
-  params.scale = scale_;
-  ops::paged_attention(q, k_cache, v_cache, params, out);
-  return o_proj_(out.view({t, num_heads_ * head_dim_}));
+  Tensor q = q_proj_(be, x).view({t, num_heads_, head_dim_});
+  Tensor k = k_proj_(be, x).view({t, num_kv_heads_, head_dim_});
+  Tensor v = v_proj_(be, x).view({t, num_kv_heads_, head_dim_});
+  be.rope_and_cache(&q, 0, k, 0, &v, k_cache, &v_cache, head_dim_, ops::RopeStyle::kNeox);
+  Tensor out = be.empty({t, num_heads_, head_dim_});
+  be.attention(q, k_cache, v_cache, scale_, out);
+  return o_proj_(be, out.view({t, num_heads_ * head_dim_}));
 }
 
 }  // namespace kite

@@ -10,7 +10,7 @@ namespace kite {
 
 class GqaAttention {
  public:
-  static Result<GqaAttention> load(const WeightStore& weights, const std::string& prefix,
+  static Result<GqaAttention> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                                    const ModelConfig& config);
   // x [T, hidden] -> [T, hidden]; writes this step's K/V into k_cache / v_cache.
   Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache, Tensor& v_cache) const;

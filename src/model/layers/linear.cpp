@@ -1,37 +1,31 @@
 #include "model/layers/linear.h"
 
-#include <cstring>
-
 namespace kite {
 
-Result<Linear> Linear::load(const WeightStore& weights, const std::string& name, int64_t out,
-                            int64_t in, bool with_bias) {
+Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::string& name,
+                            int64_t out, int64_t in, bool with_bias) {
   Linear l;
-  KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(name + ".weight", {out, in}));
+  KITE_ASSIGN_OR_RETURN(l.weight, be.weight(weights, name + ".weight", {out, in}));
   if (with_bias) {
-    KITE_ASSIGN_OR_RETURN(l.bias, weights.get_f32(name + ".bias", {out}));
+    KITE_ASSIGN_OR_RETURN(l.bias, load_vector(be, weights, name + ".bias", out));
   }
   return l;
 }
 
-Result<Linear> Linear::load_stacked(const WeightStore& weights,
+Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
                                     const std::vector<std::string>& names,
                                     const std::vector<int64_t>& outs, int64_t in) {
-  int64_t total = 0;
-  for (int64_t o : outs) total += o;
+  std::vector<std::string> tensors;
+  for (const std::string& n : names) tensors.push_back(n + ".weight");
   Linear l;
-  l.weight = Tensor::empty({total, in});
-  int64_t row = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    KITE_ASSIGN_OR_RETURN(Tensor part, weights.get_f32(names[i] + ".weight", {outs[i], in}));
-    std::memcpy(l.weight.data<float>() + row * in, part.data<float>(), part.size_bytes());
-    row += outs[i];
-  }
+  KITE_ASSIGN_OR_RETURN(l.weight, be.stacked_weight(weights, tensors, outs, in));
   return l;
 }
 
-Result<Tensor> load_vector(const WeightStore& weights, const std::string& name, int64_t size) {
-  return weights.get_f32(name, {size});
+Result<Tensor> load_vector(Backend& be, const WeightStore& weights, const std::string& name,
+                           int64_t size) {
+  KITE_ASSIGN_OR_RETURN(Tensor host, weights.get_f32(name, {size}));
+  return be.upload(host);
 }
 
 }  // namespace kite

@@ -1,11 +1,12 @@
-// Linear: a weight [out, in] (+ optional bias [out]) loaded by name, applied with ops::linear.
+// Linear: a weight [out, in] (+ optional bias [out]) loaded by name into a backend's memory,
+// applied with Backend::linear.
 #pragma once
 
 #include <string>
 
 #include "core/status.h"
 #include "core/tensor.h"
-#include "kernels/ops.h"
+#include "kernels/backend.h"
 #include "model/weight_store.h"
 
 namespace kite {
@@ -17,24 +18,25 @@ struct Linear {
   int64_t out_features() const { return weight.size(0); }
   int64_t in_features() const { return weight.size(1); }
 
-  // y [T, out] = x [T, in] · W^T (+ b); allocates y.
-  Tensor operator()(const Tensor& x) const {
-    Tensor y = Tensor::empty({x.size(0), out_features()});
-    ops::linear(x, weight, bias.defined() ? &bias : nullptr, y);
+  // y [T, out] = x [T, in] · W^T (+ b); y is step scratch of `be`.
+  Tensor operator()(Backend& be, const Tensor& x) const {
+    Tensor y = be.empty({x.size(0), out_features()});
+    be.linear(x, weight, bias.defined() ? &bias : nullptr, y);
     return y;
   }
 
   // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
-  static Result<Linear> load(const WeightStore& weights, const std::string& name, int64_t out,
-                             int64_t in, bool with_bias = false);
+  static Result<Linear> load(Backend& be, const WeightStore& weights, const std::string& name,
+                             int64_t out, int64_t in, bool with_bias = false);
   // Rows of several weights stacked into one (e.g. gate and up into gate_up) so one GEMM
   // computes them all; each part is `<name>.weight` [out_i, in].
-  static Result<Linear> load_stacked(const WeightStore& weights,
+  static Result<Linear> load_stacked(Backend& be, const WeightStore& weights,
                                      const std::vector<std::string>& names,
                                      const std::vector<int64_t>& outs, int64_t in);
 };
 
-// `<name>` as a 1-D fp32 tensor of `size` (norm weights, biases).
-Result<Tensor> load_vector(const WeightStore& weights, const std::string& name, int64_t size);
+// `<name>` as a 1-D tensor of `size` in the backend's memory (norm weights, biases).
+Result<Tensor> load_vector(Backend& be, const WeightStore& weights, const std::string& name,
+                           int64_t size);
 
 }  // namespace kite

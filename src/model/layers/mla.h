@@ -21,7 +21,7 @@ namespace kite {
 
 class MlaAttention {
  public:
-  static Result<MlaAttention> load(const WeightStore& weights, const std::string& prefix,
+  static Result<MlaAttention> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                                    const ModelConfig& config);
   // Cache row width: kv_lora_rank + qk_rope_head_dim.
   static int64_t latent_width(const ModelConfig& c) { return c.kv_lora_rank + c.qk_rope_head_dim; }
@@ -36,8 +36,8 @@ class MlaAttention {
   std::optional<Linear> q_b_proj_;  // q LoRA up
   Linear kv_a_proj_;                // hidden -> rank + rope
   Tensor kv_a_norm_;
-  std::vector<Tensor> w_uk_t_;  // per head [rank, nope]: q_lat = q_nope · W_UK (linear form)
-  std::vector<Tensor> w_uv_;    // per head [v, rank]
+  Tensor w_uk_t_;  // [heads, rank, nope]: q_lat = q_nope · W_UK, per head (Backend::head_linear)
+  Tensor w_uv_;    // [heads, v, rank]
   Linear o_proj_;
   int64_t heads_ = 0, nope_ = 0, rope_ = 0, v_dim_ = 0, rank_ = 0;
   float eps_ = 1e-6f;

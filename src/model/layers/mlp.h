@@ -10,9 +10,9 @@ namespace kite {
 class GatedMlp {
  public:
   // Loads `<prefix>gate_proj`, `<prefix>up_proj` [inter, hidden] and `<prefix>down_proj`.
-  static Result<GatedMlp> load(const WeightStore& weights, const std::string& prefix,
+  static Result<GatedMlp> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                                int64_t hidden, int64_t intermediate);
-  Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  Tensor forward(Backend& be, const Tensor& x) const;  // [T, hidden] -> [T, hidden]
 
  private:
   Linear gate_up_;  // [2 * inter, hidden]: gate rows then up rows

@@ -1,13 +1,13 @@
 #include "model/layers/moe.h"
 
-#include <cstring>
+#include <stdexcept>
 
 namespace kite {
 
-Result<Moe> Moe::load(const WeightStore& w, const std::string& prefix, const ModelConfig& c) {
+Result<Moe> Moe::load(Backend& be, const WeightStore& w, const std::string& prefix, const ModelConfig& c) {
   Moe m;
   const int64_t d = c.hidden_size, e = c.n_routed_experts;
-  KITE_ASSIGN_OR_RETURN(m.gate_, Linear::load(w, prefix + "gate", e, d));
+  KITE_ASSIGN_OR_RETURN(m.gate_, Linear::load(be, w, prefix + "gate", e, d));
   m.routing_.scoring =
       c.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax;
   m.routing_.method = c.topk_method == "noaux_tc" ? ops::MoeTopkMethod::kNoauxTc
@@ -22,55 +22,64 @@ Result<Moe> Moe::load(const WeightStore& w, const std::string& prefix, const Mod
   if (m.routing_.method == ops::MoeTopkMethod::kNoauxTc &&
       w.contains(prefix + "gate.e_score_correction_bias")) {
     KITE_ASSIGN_OR_RETURN(m.correction_bias_,
-                          load_vector(w, prefix + "gate.e_score_correction_bias", e));
+                          w.get_f32(prefix + "gate.e_score_correction_bias", {e}));
   }
   for (int64_t i = 0; i < e; ++i) {
     KITE_ASSIGN_OR_RETURN(GatedMlp expert,
-                          GatedMlp::load(w, prefix + "experts." + std::to_string(i) + ".", d,
+                          GatedMlp::load(be, w, prefix + "experts." + std::to_string(i) + ".", d,
                                          c.moe_intermediate_size));
     m.experts_.push_back(std::move(expert));
   }
   if (c.n_shared_experts > 0) {
-    KITE_ASSIGN_OR_RETURN(m.shared_, GatedMlp::load(w, prefix + "shared_experts.", d,
+    KITE_ASSIGN_OR_RETURN(m.shared_, GatedMlp::load(be, w, prefix + "shared_experts.", d,
                                                     c.moe_intermediate_size * c.n_shared_experts));
   }
   return m;
 }
 
-Tensor Moe::forward(const Tensor& x) const {
+Tensor Moe::forward(Backend& be, const Tensor& x) const {
   const int64_t t = x.size(0), d = x.size(1), k = routing_.top_k;
-  Tensor logits = gate_(x);
+  Tensor logits = gate_(be, x);
   ops::MoeRoutingParams params = routing_;
   params.correction_bias = correction_bias_.defined() ? &correction_bias_ : nullptr;
   std::vector<int32_t> ids;
   std::vector<float> weights;
-  ops::moe_route(logits, params, ids, weights);
+  be.moe_route(logits, params, ids, weights);
 
-  // Group token rows by expert (in expert order, as transformers accumulates them).
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(experts_.size());
+  // Group (token, weight) pairs by expert, in expert order (as transformers accumulates them):
+  // one gather puts every routed row in that order, each expert runs on its contiguous slice,
+  // and its output is scatter-added back with the routing weights.
+  const int64_t num_experts = static_cast<int64_t>(experts_.size());
+  std::vector<int32_t> count(num_experts, 0), offset(num_experts + 1, 0);
+  for (int32_t e : ids) {
+    if (e < 0 || e >= num_experts) throw std::runtime_error("moe: router chose a bad expert");
+    ++count[e];
+  }
+  for (int64_t e = 0; e < num_experts; ++e) offset[e + 1] = offset[e] + count[e];
+  std::vector<int32_t> rows(ids.size());
+  std::vector<float> row_weights(ids.size());
+  std::vector<int32_t> fill(offset.begin(), offset.end() - 1);
   for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < k; ++j) routed[ids[i * k + j]].push_back({i, weights[i * k + j]});
-
-  Tensor out = Tensor::zeros({t, d});
-  float* o = out.data<float>();
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    const auto& rows = routed[e];
-    if (rows.empty()) continue;
-    Tensor xe = Tensor::empty({static_cast<int64_t>(rows.size()), d});
-    for (size_t r = 0; r < rows.size(); ++r)
-      std::memcpy(xe.data<float>() + r * d, x.data<float>() + rows[r].first * d, d * 4);
-    Tensor ye = experts_[e].forward(xe);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const float* y = ye.data<float>() + r * d;
-      float* dst = o + rows[r].first * d;
-      const float wgt = rows[r].second;
-      for (int64_t c = 0; c < d; ++c) dst[c] += y[c] * wgt;
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[i * k + j];
+      rows[fill[e]] = static_cast<int32_t>(i);
+      row_weights[fill[e]++] = weights[i * k + j];
     }
+  Tensor rows_t = be.index(rows);
+  Tensor weights_t = be.floats(row_weights);
+  Tensor routed = be.empty({static_cast<int64_t>(rows.size()), d});
+  be.gather_rows(x, rows_t, routed);
+
+  Tensor out = be.zeros({t, d});
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (count[e] == 0) continue;
+    Tensor ye = experts_[e].forward(be, routed.slice_rows(offset[e], offset[e + 1]));
+    be.scatter_add_rows(out, ye, rows_t.slice_rows(offset[e], offset[e + 1]),
+                        weights_t.slice_rows(offset[e], offset[e + 1]));
   }
   if (shared_) {
-    Tensor s = shared_->forward(x);
-    const float* sp = s.data<float>();
-    for (int64_t i = 0; i < t * d; ++i) o[i] += sp[i];
+    Tensor s = shared_->forward(be, x);
+    be.add(out, s, out);
   }
   return out;
 }

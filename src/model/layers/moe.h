@@ -15,13 +15,14 @@ namespace kite {
 
 class Moe {
  public:
-  static Result<Moe> load(const WeightStore& weights, const std::string& prefix,
+  static Result<Moe> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                           const ModelConfig& config);
-  Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  Tensor forward(Backend& be, const Tensor& x) const;  // [T, hidden] -> [T, hidden]
 
  private:
   Linear gate_;             // router [n_experts, hidden]
-  Tensor correction_bias_;  // [n_experts] (noaux_tc) or undefined
+  Tensor correction_bias_;  // host F32 [n_experts] (noaux_tc) or undefined: routing runs on
+                            // the host side of the backend (Backend::moe_route)
   ops::MoeRoutingParams routing_;
   std::vector<GatedMlp> experts_;
   std::optional<GatedMlp> shared_;

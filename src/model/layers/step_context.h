@@ -1,18 +1,16 @@
-// StepContext: what every layer of one forward step shares, computed once per step by the
-// model: the batch, the rotary cos/sin of each token, and the paged-attention geometry.
+// StepContext: what every layer of one forward step shares: the backend the step runs on
+// (which holds the step's token ids, rotary cos/sin, KV slots and attention geometry after
+// begin_step) and the batch itself.
 #pragma once
 
-#include "core/tensor.h"
-#include "kernels/ops.h"
+#include "kernels/backend.h"
 #include "model/forward_batch.h"
 
 namespace kite {
 
 struct StepContext {
+  Backend* be = nullptr;
   const ForwardBatch* batch = nullptr;
-  Tensor cos;  // [num_tokens, rot_dim/2]
-  Tensor sin;
-  ops::PagedAttentionParams attention;  // spans point into *batch
 };
 
 }  // namespace kite

@@ -1,0 +1,88 @@
+#include "kernels/backend.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "model/weight_store.h"
+
+namespace kite {
+
+Result<Tensor> Backend::weight(const WeightStore& store, const std::string& name,
+                               const Shape& shape) {
+  KITE_ASSIGN_OR_RETURN(Tensor host, store.get_f32(name, shape));
+  return upload(host);
+}
+
+Result<Tensor> Backend::stacked_weight(const WeightStore& store,
+                                       const std::vector<std::string>& names,
+                                       const std::vector<int64_t>& outs, int64_t in) {
+  int64_t total = 0;
+  for (int64_t o : outs) total += o;
+  Tensor host = Tensor::empty({total, in});
+  int64_t row = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    KITE_ASSIGN_OR_RETURN(Tensor part, store.get_f32(names[i], {outs[i], in}));
+    std::memcpy(host.data<float>() + row * in, part.data<float>(), part.size_bytes());
+    row += outs[i];
+  }
+  return upload(host);
+}
+
+void Backend::rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
+                             const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
+                             ops::RopeStyle style) {
+  if (q) rope(*q, q_rot_offset, rot_dim, style);
+  rope(k, k_rot_offset, rot_dim, style);
+  write_cache(k, k_cache);
+  if (v) write_cache(*v, *v_cache);
+}
+
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<Device, BackendFactory>& registry() {
+  static std::map<Device, BackendFactory> r{
+      {Device::kCpu, []() -> Result<std::shared_ptr<Backend>> { return make_cpu_backend(); }}};
+  return r;
+}
+
+}  // namespace
+
+void register_backend(Device device, BackendFactory factory) {
+  std::lock_guard lock(registry_mutex());
+  registry()[device] = std::move(factory);
+}
+
+bool has_backend(Device device) {
+  std::lock_guard lock(registry_mutex());
+  return registry().count(device) > 0;
+}
+
+Result<std::shared_ptr<Backend>> create_backend(Device device) {
+  BackendFactory factory;
+  {
+    std::lock_guard lock(registry_mutex());
+    auto it = registry().find(device);
+    if (it == registry().end())
+      return unsupported("this kite binary was built without the CUDA backend "
+                         "(build with -DKITE_CUDA=ON: tools/cuda/build.sh)");
+    factory = it->second;
+  }
+  return factory();
+}
+
+Result<Device> parse_device(std::string_view name, bool cuda_usable) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  if (name == "auto") return cuda_usable ? Device::kCuda : Device::kCpu;
+  return invalid_argument("unknown device '" + std::string(name) + "' (expected auto, cpu or cuda)");
+}
+
+std::string_view device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+
+}  // namespace kite

@@ -1,0 +1,132 @@
+// Backend: the device a model runs on, seen by the model code as one interface.
+//
+// The layers (model/layers) and the decoder stack are written once against this interface; the
+// CPU backend (kernels/cpu/cpu_backend.*) runs them in fp32 with the ops of kernels/ops.h, the
+// CUDA backend (kernels/cuda/backend/) in BF16 on the GPU. Each op has the semantics and layout
+// of its ops.h namesake; tensors passed in are the backend's own (device() matches).
+//
+// Memory has three lifetimes:
+//   - weights (weight, upload): live as long as the model;
+//   - persistent (persistent_zeros): the KV cache, allocated once;
+//   - step scratch (empty, index): valid until the next begin_step(). The CUDA backend hands it
+//     out of an arena reset at each step, so the model never frees activations one by one.
+// A step starts with begin_step(): the backend then holds the batch's token ids, rotary cos/sin,
+// KV slots and attention geometry in its own memory, and the ops that need them read them from
+// there (one upload per step, not one per layer).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "kernels/ops.h"
+#include "model/forward_batch.h"
+
+namespace kite {
+
+class WeightStore;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  // The dtype of weights, activations and the KV cache (F32 on the CPU, BF16 on CUDA).
+  virtual DType compute_dtype() const = 0;
+
+  // ---- memory
+  // A 2-D weight `name` [out, in] (or any shape) from the store, in compute_dtype.
+  virtual Result<Tensor> weight(const WeightStore& store, const std::string& name,
+                                const Shape& shape);
+  // Several weights' rows stacked into one [sum(outs), in] (gate+up, q+k+v).
+  virtual Result<Tensor> stacked_weight(const WeightStore& store,
+                                        const std::vector<std::string>& names,
+                                        const std::vector<int64_t>& outs, int64_t in);
+  // A host F32 tensor copied into the backend's memory, in compute_dtype.
+  virtual Tensor upload(const Tensor& host_f32) = 0;
+  // Persistent zero-filled memory (KV cache), compute_dtype.
+  virtual Tensor persistent_zeros(const Shape& shape) = 0;
+  // Step scratch of `dtype`, uninitialised.
+  virtual Tensor empty(const Shape& shape, DType dtype) = 0;
+  Tensor empty(const Shape& shape) { return empty(shape, compute_dtype()); }
+  // An I32 / F32 step-scratch tensor holding `values`.
+  virtual Tensor index(std::span<const int32_t> values) = 0;
+  virtual Tensor floats(std::span<const float> values) = 0;
+  // Any backend tensor copied to a new host F32 tensor (waits for the device).
+  virtual Tensor to_host_f32(const Tensor& t) = 0;
+  // Host copy of an I32 tensor.
+  virtual std::vector<int32_t> to_host_i32(const Tensor& t) = 0;
+
+  // ---- step
+  // cos/sin are host F32 [num_tokens, rot_dim/2] (model/layers/rope_table.h).
+  virtual void begin_step(const ForwardBatch& batch, const Tensor& cos, const Tensor& sin,
+                          int64_t block_size) = 0;
+  // Waits until the step's work is done (a no-op on the CPU).
+  virtual void synchronize() {}
+  // Device memory (free, total) in bytes; {0, 0} on the CPU.
+  virtual std::pair<int64_t, int64_t> memory_info() { return {0, 0}; }
+  // Most step-scratch bytes held at once since the last reset_peak() (0 on the CPU).
+  virtual int64_t scratch_peak_bytes() const { return 0; }
+
+  // ---- ops (kernels/ops.h semantics)
+  virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) = 0;
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                            Tensor& out) = 0;
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out[t] = table[step token t].
+  virtual void embedding(const Tensor& table, Tensor& out) = 0;
+  // In place, with the step's cos/sin.
+  virtual void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, ops::RopeStyle style) = 0;
+  // src rows into cache at the step's slots.
+  virtual void write_cache(const Tensor& src, Tensor& cache) = 0;
+  // The attention input step: rotates q's dims [q_rot_offset, +rot_dim) (q may be null) and
+  // k's [k_rot_offset, +rot_dim) in place, writes k into k_cache and v (may be null) into
+  // v_cache. The default composes rope and write_cache; a backend may fuse them.
+  virtual void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
+                              const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
+                              ops::RopeStyle style);
+  // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                         float scale, Tensor& out) = 0;
+  // out[i] = x[rows[i]] (rows: I32 from index()).
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+  // out[rows[i]] += weights[i] * y[i], in order of i (rows I32, weights F32, from index() and
+  // floats()). Rows must be distinct within one call.
+  virtual void scatter_add_rows(Tensor& out, const Tensor& y, const Tensor& rows,
+                                const Tensor& weights) = 0;
+  // Router: expert ids/weights [T, top_k] back on the host.
+  virtual void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
+                         std::vector<int32_t>& expert_ids, std::vector<float>& expert_weights) = 0;
+  // Per-head linear: for every head h and row t,
+  //   y[t, h, y_off : y_off+out] = x[t, h, x_off : x_off+in] · w[h]^T
+  // with x [T, H, x_width], w [H, out, in], y [T, H, y_width] (MLA's absorbed projections).
+  virtual void head_linear(const Tensor& x, int64_t x_off, const Tensor& w, Tensor& y,
+                           int64_t y_off) = 0;
+  // dst[r, dst_off : dst_off+cols] = src[r, src_off : src_off+cols] for 2-D views of src/dst
+  // as [rows, width] (rows = numel / last dim).
+  virtual void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
+                            int64_t cols) = 0;
+  // out = a + b, elementwise.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // Zero-filled step scratch.
+  virtual Tensor zeros(const Shape& shape) = 0;
+};
+
+// Backends by device. The CPU backend is always present; the CUDA one registers itself when
+// the binary links it (register_cuda_backend() in kernels/cuda/backend/cuda_backend.h).
+using BackendFactory = std::function<Result<std::shared_ptr<Backend>>()>;
+void register_backend(Device device, BackendFactory factory);
+bool has_backend(Device device);
+Result<std::shared_ptr<Backend>> create_backend(Device device);
+
+// "cpu" | "cuda" | "auto" (CUDA when registered and a GPU is present, else CPU).
+Result<Device> parse_device(std::string_view name, bool cuda_usable);
+std::string_view device_name(Device device);
+
+}  // namespace kite
