@@ -98,7 +98,8 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
   r.config = c;
   r.prefill_ms = summarize(prefill);
   r.decode_ms_per_step = summarize(decode);
-  r.weight_bytes_per_step = decode_weight_bytes_per_step(engine.model_config(), c.batch_size);
+  r.weight_bytes_per_step = decode_weight_bytes_per_step(
+      engine.model_config(), c.batch_size, dtype_size(engine.weight_dtype()));
   if (r.decode_ms_per_step.mean > 0)
     r.decode_gbps_mean = r.weight_bytes_per_step / (r.decode_ms_per_step.mean * 1e6);
   if (r.decode_ms_per_step.p50 > 0)

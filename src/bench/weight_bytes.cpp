@@ -58,7 +58,8 @@ ParamCounts count_params(const ModelConfig& c) {
   return p;
 }
 
-double decode_weight_bytes_per_step(const ModelConfig& c, int32_t batch_size) {
+double decode_weight_bytes_per_step(const ModelConfig& c, int32_t batch_size,
+                                    int64_t bytes_per_param) {
   const ParamCounts p = count_params(c);
   const double b = std::max(batch_size, 1);
   double experts = 0;  // routed experts read per MoE layer
@@ -71,7 +72,7 @@ double decode_weight_bytes_per_step(const ModelConfig& c, int32_t batch_size) {
                                             p.moe_router + p.moe_shared) +
                         b * static_cast<double>(c.hidden_size) +  // embedding rows
                         experts * static_cast<double>(p.routed_expert * p.num_moe_layers);
-  return params * 4.0;
+  return params * static_cast<double>(bytes_per_param);
 }
 
 }  // namespace kite::bench

@@ -3,8 +3,8 @@
 //
 // Decode on one token reads every weight it multiplies once: all attention and dense MLP
 // weights, the norms, the MoE router, the shared experts and only the top-k routed experts
-// the token picks, the full lm_head, and one embedding row. Bytes = params × 4 (kite's CPU
-// backend keeps weights in fp32). KV-cache reads and activations are not counted, so the
+// the token picks, the full lm_head, and one embedding row. Bytes = params × the weight dtype's
+// size (4 on the CPU backend, fp32; 2 on CUDA, BF16). KV-cache reads and activations are not counted, so the
 // GB/s figure is a lower bound on the memory traffic.
 //
 // For a batch of B tokens in one step, a MoE layer reads the union of the experts the B
@@ -33,7 +33,8 @@ struct ParamCounts {
 
 ParamCounts count_params(const ModelConfig& config);
 
-// fp32 weight bytes one decode step of `batch_size` tokens reads (see above).
-double decode_weight_bytes_per_step(const ModelConfig& config, int32_t batch_size);
+// Weight bytes one decode step of `batch_size` tokens reads (see above).
+double decode_weight_bytes_per_step(const ModelConfig& config, int32_t batch_size,
+                                    int64_t bytes_per_param = 4);
 
 }  // namespace kite::bench

@@ -48,6 +48,11 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
          },
          "auto: read the checkpoint; dummy: random weights from config.json alone (benchmarks)")
       ->check(CLI::IsMember({"auto", "dummy"}));
+  cmd->add_option("--device", c->device, "auto (GPU when present), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--gpu-memory-utilization", c->gpu_memory_utilization,
+                  "Share of GPU memory for weights + activations + KV cache (default 0.9)")
+      ->check(CLI::Range(0.05, 1.0));
   cmd->add_flag_callback(
       "--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
       "Disable automatic prefix caching");

@@ -1,3 +1,6 @@
+#ifdef KITE_WITH_CUDA
+#include "kernels/cuda/backend/cuda_backend.h"
+#endif
 #include <cstdio>
 #include <exception>
 
@@ -18,6 +21,9 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   kite::init_logging(log_level);
+#ifdef KITE_WITH_CUDA
+  if (kite::cuda::cuda_device_available()) kite::cuda::register_cuda_backend();
+#endif
   kite::Status status;
   try {
     status = run ? run() : kite::invalid_argument("no command given");

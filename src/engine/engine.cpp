@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include "engine/kv_budget.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -90,11 +92,13 @@ std::string finish_name(sched::RequestStatus s) {
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, load_tokenizer(config));
-  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                        load_model(config.model_dir, LoadOptions{config.load_format, 0}));
+  KITE_ASSIGN_OR_RETURN(Device device, parse_device(config.device, has_backend(Device::kCuda)));
+  LoadOptions load;
+  load.load_format = config.load_format;
+  load.device = device;
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(config.model_dir, load));
   const KvCacheSpec spec = model->kv_cache_spec();
-  const int64_t num_blocks =
-      KvCache::blocks_for_budget(spec, config.block_size, config.kv_cache_memory_bytes);
+  KITE_ASSIGN_OR_RETURN(const int64_t num_blocks, kv_cache_blocks(*model, config));
   sched::SchedulerConfig sc;
   sc.num_blocks = static_cast<int32_t>(num_blocks);
   sc.block_size = config.block_size;
@@ -117,7 +121,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(sched::Scheduler scheduler, sched::Scheduler::create(sc));
   spdlog::info("KV cache: {} blocks of {} tokens ({} tokens, {:.1f} MiB)", num_blocks,
                config.block_size, num_blocks * config.block_size,
-               num_blocks * config.block_size * spec.bytes_per_token() / 1048576.0);
+               num_blocks * config.block_size *
+                   spec.bytes_per_token(model->backend().compute_dtype()) / 1048576.0);
   return std::unique_ptr<Engine>(
       new Engine(config, std::move(model), std::move(tokenizer), std::move(scheduler), num_blocks));
 }
@@ -127,7 +132,7 @@ Engine::Engine(EngineConfig config, std::unique_ptr<Model> model, Tokenizer toke
     : config_(std::move(config)),
       model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
-      cache_(model_->kv_cache_spec(), num_blocks, config_.block_size),
+      cache_(model_->kv_cache_spec(), num_blocks, config_.block_size, model_->backend()),
       runner_(*model_, cache_),
       scheduler_(std::move(scheduler)) {
   eos_ids_ = collect_eos_ids(config_.model_dir, model_->config(), tokenizer_);

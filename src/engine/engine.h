@@ -40,6 +40,8 @@ class Engine {
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const ModelConfig& model_config() const { return model_->config(); }
+  // Dtype of the weights on the model's backend (F32 on the CPU, BF16 on CUDA).
+  DType weight_dtype() const { return model_->backend().compute_dtype(); }
   const EngineConfig& config() const { return config_; }
   int32_t max_model_len() const { return max_model_len_; }
   int64_t num_kv_blocks() const { return cache_.num_blocks(); }

@@ -13,6 +13,11 @@ struct EngineConfig {
   // --load-format: kDummy invents the weights from config.json; a folder without
   // tokenizer.json then gets a byte-level placeholder tokenizer (ids 0-255 are bytes).
   LoadFormat load_format = LoadFormat::kAuto;
+  // --device: auto (CUDA when this binary has it and a GPU is visible), cpu or cuda.
+  std::string device = "auto";
+  // --gpu-memory-utilization: share of the GPU's memory kite may use in all (weights,
+  // activation peak, KV cache); the KV cache gets what is left. CPU: kv_cache_memory_bytes.
+  double gpu_memory_utilization = 0.9;
   int64_t kv_cache_memory_bytes = 256ll << 20;  // --kv-cache-memory (CPU KV budget)
   int32_t block_size = 16;                      // --block-size
   int32_t max_num_seqs = 64;                    // --max-num-seqs

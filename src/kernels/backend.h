@@ -97,7 +97,8 @@ class Backend {
   // out[i] = x[rows[i]] (rows: I32 from index()).
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out[rows[i]] += weights[i] * y[i], in order of i (rows I32, weights F32, from index() and
-  // floats()). Rows must be distinct within one call.
+  // floats()). Rows must be distinct within one call. out may be F32 while y is in
+  // compute_dtype (an fp32 accumulator for several calls).
   virtual void scatter_add_rows(Tensor& out, const Tensor& y, const Tensor& rows,
                                 const Tensor& weights) = 0;
   // Router: expert ids/weights [T, top_k] back on the host.
@@ -112,10 +113,13 @@ class Backend {
   // as [rows, width] (rows = numel / last dim).
   virtual void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
                             int64_t cols) = 0;
-  // out = a + b, elementwise.
+  // out = a + b, elementwise, in fp32 (a, b, out may differ in float dtype).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // dst = src converted to dst's float dtype.
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
   // Zero-filled step scratch.
-  virtual Tensor zeros(const Shape& shape) = 0;
+  virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
+  Tensor zeros(const Shape& shape) { return zeros(shape, compute_dtype()); }
 };
 
 // Backends by device. The CPU backend is always present; the CUDA one registers itself when

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the CUDA backend and its test binary in build-cuda/ (Release, -DKITE_CUDA=ON) on a
-# machine with nvcc and no GPU, then bundles the few shared libraries the GPU machine may lack
-# into build-cuda/lib/ (the binary's RPATH is $ORIGIN/lib, then /usr/local/cuda/lib64).
+# Builds the CUDA backend, its test binary and the kite binary with the CUDA backend in
+# build-cuda/ (Release, -DKITE_CUDA=ON) on a machine with nvcc and no GPU, then bundles the
+# shared libraries the GPU machine may lack into build-cuda/lib/ (the binaries' RPATH is
+# $ORIGIN/lib, then /usr/local/cuda/lib64).
 #
-# To run on the GPU machine, carry build-cuda/kite_cuda_tests and build-cuda/lib (see
-# tools/cuda/run_on_device.sh).
+# To run on the GPU machine, carry build-cuda/kite_cuda_tests, build-cuda/kite and
+# build-cuda/lib (see tools/cuda/run_on_device.sh and tools/cuda/model_bench.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -12,14 +13,14 @@ JOBS=${JOBS:-2}
 export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B build-cuda -G Ninja -DKITE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
-cmake --build build-cuda -j"$JOBS" --target kite_cuda_tests
+cmake --build build-cuda -j"$JOBS" --target kite_cuda_tests kite
 
 # Bundle every shared library outside glibc/libstdc++/libgcc and outside the CUDA toolkit
-# (the GPU machine has CUDA 13 in /usr/local/cuda/lib64): today only libgomp (OpenMP, used by
-# the CPU reference kernels).
+# (the GPU machine has CUDA 13 in /usr/local/cuda/lib64): OpenMP, OpenBLAS, spdlog/fmt, PCRE2,
+# xxHash — what the CPU reference kernels, the loaders and the server use.
 mkdir -p build-cuda/lib
 rm -f build-cuda/lib/*
-ldd build-cuda/kite_cuda_tests | awk '/=> \// {print $1, $3}' | while read -r name path; do
+ldd build-cuda/kite_cuda_tests build-cuda/kite | awk '/=> \// {print $1, $3}' | sort -u | while read -r name path; do
   case "$name" in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
     libcublas*|libcudart*|libnvidia*|libcuda.so*) ;;
@@ -32,4 +33,4 @@ ls -la build-cuda/kite_cuda_tests
 echo "needed: $(readelf -d build-cuda/kite_cuda_tests | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); printf "%s ", $5}')"
 echo "rpath:  $(readelf -d build-cuda/kite_cuda_tests | awk '/RUNPATH|RPATH/ {print $5}')"
 echo "bundled: $(ls build-cuda/lib | tr '\n' ' ')"
-echo "carry size: $(du -cb build-cuda/kite_cuda_tests build-cuda/lib | tail -1 | cut -f1) bytes"
+echo "carry size: $(du -cb build-cuda/kite_cuda_tests build-cuda/kite build-cuda/lib | tail -1 | cut -f1) bytes"

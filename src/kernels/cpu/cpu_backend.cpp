@@ -15,7 +15,7 @@ class CpuBackend final : public Backend {
   Tensor upload(const Tensor& host_f32) override { return host_f32; }
   Tensor persistent_zeros(const Shape& shape) override { return Tensor::zeros(shape); }
   Tensor empty(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype); }
-  Tensor zeros(const Shape& shape) override { return Tensor::zeros(shape); }
+  Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype); }
   Tensor index(std::span<const int32_t> values) override {
     Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32);
     if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size_bytes());
@@ -125,6 +125,9 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(dst.data<float>() + r * dw + dst_off, src.data<float>() + r * sw + src_off,
                   cols * 4);
+  }
+  void convert(const Tensor& src, Tensor& dst) override {
+    if (&src != &dst) std::memcpy(dst.raw(), src.raw(), dst.size_bytes());
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     const float* pa = a.data<float>();

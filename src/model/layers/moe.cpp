@@ -70,16 +70,19 @@ Tensor Moe::forward(Backend& be, const Tensor& x) const {
   Tensor routed = be.empty({static_cast<int64_t>(rows.size()), d});
   be.gather_rows(x, rows_t, routed);
 
-  Tensor out = be.zeros({t, d});
+  // Expert outputs accumulate in fp32 (one rounding to the compute dtype at the end).
+  Tensor acc = be.zeros({t, d}, DType::kF32);
   for (int64_t e = 0; e < num_experts; ++e) {
     if (count[e] == 0) continue;
     Tensor ye = experts_[e].forward(be, routed.slice_rows(offset[e], offset[e + 1]));
-    be.scatter_add_rows(out, ye, rows_t.slice_rows(offset[e], offset[e + 1]),
+    be.scatter_add_rows(acc, ye, rows_t.slice_rows(offset[e], offset[e + 1]),
                         weights_t.slice_rows(offset[e], offset[e + 1]));
   }
+  Tensor out = be.empty({t, d});
   if (shared_) {
-    Tensor s = shared_->forward(be, x);
-    be.add(out, s, out);
+    be.add(acc, shared_->forward(be, x), out);
+  } else {
+    be.convert(acc, out);
   }
   return out;
 }

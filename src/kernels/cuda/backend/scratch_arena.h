@@ -1,0 +1,38 @@
+// ScratchArena: bump allocation of device memory for one forward step.
+//
+// Memory comes from large chunks that are kept across steps; reset() makes all of it free again
+// (safe because every user runs on the one stream the arena serves). Allocations are 256-byte
+// aligned (cuBLASLt and vector loads like it). peak_bytes() is the most handed out between two
+// resets since the arena was created: the activation peak the KV-cache sizing subtracts.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/device_buffer.h"
+
+namespace kite::cuda {
+
+class ScratchArena {
+ public:
+  explicit ScratchArena(size_t chunk_bytes = size_t{64} << 20) : chunk_bytes_(chunk_bytes) {}
+  void* allocate(size_t bytes);
+  void reset();
+  size_t peak_bytes() const { return peak_; }
+  size_t reserved_bytes() const;
+  // The owner handed to Tensor::wrap for arena tensors. It does not own the chunks (the arena
+  // does, and lives as long as its backend): arena tensors are step scratch by contract.
+  std::shared_ptr<void> owner() const { return keepalive_; }
+
+ private:
+  size_t chunk_bytes_;
+  std::vector<std::unique_ptr<DeviceBuffer>> chunks_;
+  size_t chunk_ = 0;   // chunk being filled
+  size_t offset_ = 0;  // bytes used in it
+  size_t in_use_ = 0;  // bytes handed out since reset (incl. chunk tails skipped)
+  size_t peak_ = 0;
+  std::shared_ptr<void> keepalive_ = std::make_shared<int>(0);
+};
+
+}  // namespace kite::cuda

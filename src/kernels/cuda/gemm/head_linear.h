@@ -1,0 +1,33 @@
+// Per-head linear through cuBLASLt strided-batched matmul: for every head h and row t,
+//   y[t, h, y_off : y_off+N] = x[t, h, x_off : x_off+K] · w[h]^T
+// with x [T, H, x_width], w [H, N, K], y [T, H, y_width], all BF16 (or all F32), fp32
+// accumulation. One launch for all heads (MLA's absorbed W_UK / W_UV projections), reading the
+// strided slices in place. Plans are cached by shape, strides and alignment.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "kernels/cuda/gemm/blaslt.h"
+
+namespace kite::cuda {
+
+class HeadLinear {
+ public:
+  HeadLinear();
+  ~HeadLinear();
+  HeadLinear(const HeadLinear&) = delete;
+  HeadLinear& operator=(const HeadLinear&) = delete;
+
+  void run(BlasLtContext& ctx, const Tensor& x, int64_t x_off, const Tensor& w, Tensor& y,
+           int64_t y_off, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  // t, heads, n, k, x_width, y_width, dtype, alignment of x, w, y
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace kite::cuda

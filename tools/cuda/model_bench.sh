@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Model-level GPU run (issue 6), from the repository root on the GPU machine, after
+# `bash tools/cuda/build.sh` here (carry build-cuda/kite, build-cuda/kite_cuda_tests,
+# build-cuda/lib). Steps, each bounded by `timeout`, all logged to $OUT/model_bench.log:
+#   REGEN_FIXTURES=1  tools/fixtures/make_model_fixtures.py (transformers) -> $OUT/fixtures.tgz
+#   kite_cuda_tests --gtest_filter=$TEST_FILTER (default: the model tests)
+#   kite bench latency on the Llama-3-8B and DeepSeek-V2-Lite shapes (dummy BF16 weights)
+#   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
+#   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
+set -uo pipefail
+OUT=${OUT:-/tmp/kite_out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+LOG="$OUT/model_bench.log"
+step() { echo "== $(date +%T) $*" | tee -a "$LOG"; }
+run() { step "$*"; "$@" >>"$LOG" 2>&1; echo "   exit $?" | tee -a "$LOG"; }
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv >>"$LOG" 2>&1
+
+if [ "${REGEN_FIXTURES:-0}" = 1 ]; then
+  run timeout 300 python3 tools/fixtures/make_model_fixtures.py --out tests/fixtures/models
+  tar czf "$OUT/fixtures.tgz" tests/fixtures/models
+fi
+if [ -n "${TEST_FILTER-CudaModel*}" ]; then
+  run timeout "${T_TESTS:-240}" ./build-cuda/kite_cuda_tests --gtest_filter="${TEST_FILTER:-CudaModel*}"
+fi
+
+LLAMA=tools/bench/configs/llama3_8b
+DSV2=tools/bench/configs/deepseek_v2_lite
+lat() {  # name model batch input output
+  run timeout "${T_BENCH:-150}" ./build-cuda/kite bench latency --model "$2" --load-format dummy \
+    --device cuda --batch-size "$3" --input-len "$4" --output-len "$5" --iters "${ITERS:-3}" \
+    --max-num-batched-tokens "${MAX_BATCHED:-2048}" --result-json "$OUT/lat_$1.json"
+  cat "$OUT/lat_$1.json" >>"$LOG" 2>/dev/null; echo >>"$LOG"
+}
+if [ "${BENCH_LATENCY:-1}" = 1 ]; then
+  lat llama_b1 $LLAMA 1 512 64
+  lat dsv2lite_b1 $DSV2 1 512 64
+  [ "${BATCH64:-1}" = 1 ] && lat llama_b64 $LLAMA 64 128 64
+fi
+if [ "${BENCH_THROUGHPUT:-0}" = 1 ]; then
+  run timeout "${T_THROUGHPUT:-300}" ./build-cuda/kite bench throughput --model $LLAMA \
+    --load-format dummy --device cuda --input-len 1000 --output-len 1000 --num-prompts 256 \
+    --max-num-seqs 256 --max-num-batched-tokens 8192 --result-json "$OUT/thr_llama.json"
+  cat "$OUT/thr_llama.json" >>"$LOG" 2>/dev/null
+fi
+if [ "${HF_PEER:-0}" = 1 ]; then
+  run timeout "${T_PEER:-300}" python3 tools/bench/hf_peer.py --config $LLAMA --batch 1 64 \
+    --input-len 512 --output-len 32 ${HF_COMPILE:+--compile} --out "$OUT/hf_peer.json"
+fi
+# Keep at most 8 files in $OUT.
+rm -f "$OUT"/lat_*.json "$OUT"/thr_*.json
+ls -la "$OUT"
