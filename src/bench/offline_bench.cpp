@@ -98,6 +98,7 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
   r.config = c;
   r.prefill_ms = summarize(prefill);
   r.decode_ms_per_step = summarize(decode);
+  r.weight_dtype = std::string(dtype_name(engine.weight_dtype()));
   r.weight_bytes_per_step = decode_weight_bytes_per_step(
       engine.model_config(), c.batch_size, dtype_size(engine.weight_dtype()));
   if (r.decode_ms_per_step.mean > 0)
@@ -118,6 +119,7 @@ nlohmann::json LatencyReport::to_json() const {
           {"decode_ms_per_token", decode_ms_per_step.mean / config.batch_size},
           {"weight_bytes_per_step", weight_bytes_per_step},
           {"decode_weight_gbps_mean", decode_gbps_mean},
+          {"weight_dtype", weight_dtype},
           {"decode_weight_gbps_p50", decode_gbps_p50},
           {"e2e_ms_mean", e2e_ms_mean}};
 }
@@ -128,12 +130,12 @@ std::string LatencyReport::format() const {
       "prefill (TTFT)       mean {:.2f} ms  p50 {:.2f} ms  p99 {:.2f} ms\n"
       "decode step          mean {:.3f} ms  p50 {:.3f} ms  p99 {:.3f} ms  ({:.1f} tok/s per "
       "sequence)\n"
-      "weights read / step  {:.2f} MB (fp32)  ->  {:.2f} GB/s mean, {:.2f} GB/s p50\n"
+      "weights read / step  {:.2f} MB ({})  ->  {:.2f} GB/s mean, {:.2f} GB/s p50\n"
       "end to end           mean {:.1f} ms\n",
       config.input_len, config.output_len, config.batch_size, config.iters, prefill_ms.mean,
       prefill_ms.p50, prefill_ms.p99, decode_ms_per_step.mean, decode_ms_per_step.p50,
       decode_ms_per_step.p99, decode_ms_per_step.mean > 0 ? 1e3 / decode_ms_per_step.mean : 0.0,
-      weight_bytes_per_step / 1e6, decode_gbps_mean, decode_gbps_p50, e2e_ms_mean);
+      weight_bytes_per_step / 1e6, weight_dtype, decode_gbps_mean, decode_gbps_p50, e2e_ms_mean);
 }
 
 Result<ThroughputReport> run_throughput_benchmark(LLM& llm, const ThroughputConfig& c) {

@@ -29,6 +29,7 @@ struct LatencyReport {
   Summary prefill_ms;
   Summary decode_ms_per_step;
   double weight_bytes_per_step = 0;  // bench/weight_bytes.h
+  std::string weight_dtype = "F32";  // of the backend the model ran on
   double decode_gbps_mean = 0;       // weight bytes / mean step time
   double decode_gbps_p50 = 0;        // weight bytes / median step time
   double e2e_ms_mean = 0;            // whole iteration

@@ -4,7 +4,9 @@
 // made. M == 1 (decode of one sequence) uses gemv, which streams W once without the packing
 // that gemm does; larger M uses sgemm. BLAS threads internally, so this op never opens an
 // OpenMP region around the call.
+#ifndef KITE_NO_BLAS
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -48,9 +50,19 @@ void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y
   }
   if (k == 0) return;
 
-  cpu::ensure_blas_ready();
   const float* a = x.data<float>();
   const float* w = weight.data<float>();
+#ifdef KITE_NO_BLAS
+  // Reference loop (GPU build, see CMakeLists.txt): each output is one dot product.
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < k; ++c) acc += a[i * k + c] * w[j * k + c];
+      out[i * n + j] += acc;
+    }
+#else
+  cpu::ensure_blas_ready();
   if (m == 1) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0f, w,
                 static_cast<int>(k), a, 1, 1.0f, out, 1);
@@ -59,6 +71,7 @@ void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y
                 static_cast<int>(k), 1.0f, a, static_cast<int>(k), w, static_cast<int>(k), 1.0f,
                 out, static_cast<int>(n));
   }
+#endif
 }
 
 }  // namespace kite::ops
