@@ -51,8 +51,8 @@ if [ "$rc" -ne 0 ]; then
   grep -B2 -A6 -E "Failure|error:|what\(\)" "$OUT/cuda_tests.log" | head -60
 fi
 
-FAST='Shapes/*:Configs/*:Vocabs/*:Cases/CudaDecodeAttentionTest.SplitK*:Cases/CudaPrefillAttentionTest.*:CudaAttention.*:CudaWriteCache.*:CudaEmbedding.*:CudaDeviceBuffer.RoundTrips*:CudaDeviceBuffer.Poison*:CudaFill.*'
-RACE='Shapes/CudaNormTest.*:Shapes/CudaRopeTest.*:Shapes/CudaRopeAndCacheTest.*:Configs/*:Cases/CudaDecodeAttentionTest.SplitK*:Vocabs/*'
+FAST='CudaAttentionMma.*:CudaMoeDispatch.*:Shapes/*:Configs/*:Vocabs/*:Cases/CudaDecodeAttentionTest.SplitK*:Cases/CudaPrefillAttentionTest.*:CudaAttention.*:CudaWriteCache.*:CudaEmbedding.*:CudaDeviceBuffer.RoundTrips*:CudaDeviceBuffer.Poison*:CudaFill.*'
+RACE='CudaAttentionMma.PrefillRandomBatches:CudaAttentionMma.DecodeRandomBatches:CudaAttentionMma.DecodeMlaRandomBatches:CudaMoeDispatch.PermuteGather*:Shapes/CudaNormTest.*:Shapes/CudaRopeTest.*:Shapes/CudaRopeAndCacheTest.*:Configs/*:Cases/CudaDecodeAttentionTest.SplitK*:Vocabs/*'
 if command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck; do
     filter=$FAST
