@@ -21,6 +21,7 @@
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/sampling/sampling.h"
+#include "kernels/cuda/sampling/sampling_params_gpu.h"
 
 namespace kite::cuda {
 namespace {
@@ -230,6 +231,40 @@ TEST(CudaBench, DISABLED_BenchMoeDispatch) {
   report_flops("moe_grouped_linear_host (cuBLASLt loop)", ms, 2.0 * pairs * n * k);
   ms = median_ms([&] { moe_combine(yp, weights, perm, out, test_stream()); });
   report_bytes("moe_combine bf16 4096x6x2816", ms, (pairs + tokens) * n * 2.0);
+}
+
+// 64 rows of Qwen's 151936-token vocabulary: temperature 0.7, top-k 50, top-p 0.9, min-p
+// 0.05, the three penalties over 100 history ids per row.
+TEST(CudaBench, DISABLED_BenchSamplingGpu) {
+  const int64_t rows = 64, vocab = 151936;
+  Tensor logits = random_device({rows, vocab}, DType::kBF16, 60, -10.0f, 10.0f);
+  auto fill_f32 = [&](float v) {
+    std::vector<float> values(rows, v);
+    return to_device(Tensor::from_vector(values, {rows}), DType::kF32, test_stream());
+  };
+  std::vector<int32_t> top_k(rows, 50), offsets, ids;
+  std::vector<int64_t> seeds(rows, 7), steps(rows, 3);
+  for (int64_t r = 0; r <= rows; ++r) offsets.push_back(static_cast<int32_t>(r * 100));
+  for (int64_t i = 0; i < rows * 100; ++i) ids.push_back(static_cast<int32_t>((i * 7919) % vocab));
+  GpuSamplingParams p{fill_f32(0.7f),
+                      to_device(std::span<const int32_t>(top_k), {rows}, test_stream()),
+                      fill_f32(0.9f),
+                      fill_f32(0.05f),
+                      fill_f32(1.1f),
+                      fill_f32(0.2f),
+                      fill_f32(0.3f),
+                      to_device(std::span<const int64_t>(seeds), {rows}, test_stream()),
+                      to_device(std::span<const int64_t>(steps), {rows}, test_stream())};
+  Tensor d_ids = to_device(std::span<const int32_t>(ids), {rows * 100}, test_stream());
+  Tensor d_off = to_device(std::span<const int32_t>(offsets), {rows + 1}, test_stream());
+  GpuTokenHistory history{d_ids, d_off, d_ids, d_off};
+  SamplingWorkspace ws;
+  Tensor filtered = device_empty({rows, vocab}, DType::kF32);
+  Tensor out = device_empty({rows}, DType::kI32);
+  double ms = median_ms([&] { sampling_filter(logits, p, &history, ws, filtered, test_stream()); });
+  report_bytes("sampling_filter 64x151936 (k50 p0.9 min_p pen.)", ms, rows * vocab * 6.0);
+  ms = median_ms([&] { sampling_draw(filtered, p, out, test_stream()); });
+  report_bytes("sampling_draw 64x151936", ms, rows * vocab * 4.0);
 }
 
 TEST(CudaFill, UniformIsInRangeAndVaried) {
