@@ -12,8 +12,8 @@
 //   3. warp w multiplies P by V's columns [w * 512 / WARPS, (w + 1) * 512 / WARPS) into its
 //      own accumulators, for all 16 * HB heads.
 // Each warp thus owns a slice of the output rows, and no merge between warps is needed.
-// HB = 1 (up to 16 heads, 4 warps) keeps two blocks per SM; HB = 4 (64 heads, 8 warps) reads
-// the latent once per 64 heads, e.g. twice for DeepSeek-V3's 128.
+// HB = 1 (16 heads, 4 warps, two blocks per SM) is what runs: HB = 4 (64 heads per block,
+// reading the latent twice instead of 8 times for 128 heads) measured slower (try_decode_mla).
 #include <algorithm>
 #include <cmath>
 
@@ -255,7 +255,12 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   const bool shared = p.v_cache == p.k_cache && p.v_slot_stride == p.k_slot_stride;
   if (!p.bf16 || p.head_dim_qk != kDqk || p.head_dim_v != kDv || p.num_kv_heads != 1 || !shared)
     return false;
-  const int hb = p.num_heads <= 16 ? 1 : p.num_heads <= 32 ? 2 : 4;  // 16-head groups per block
+  // 16-head groups per block. Measured on the H200 (NOTES.md, 2026-11-29): for 128 heads,
+  // blocks of 64 heads (HB 4, 8 warps, 3 stages, one block per SM) ran 714 us against 638 us
+  // for blocks of 16 (HB 1, two blocks per SM): MLA with 128 heads is compute-bound (240
+  // flops per latent byte), and the larger block only lowered occupancy. So HB stays 1 until
+  // a wgmma version; the template keeps HB for that experiment.
+  const int hb = 1;
   const int head_blocks = (p.num_heads + 16 * hb - 1) / (16 * hb);
   const int64_t ctas = int64_t{p.num_seqs} * head_blocks;
   if (ctas > INT32_MAX) return false;
@@ -278,13 +283,7 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
     p.part_acc = base;
     p.part_ml = base + acc_floats;
   }
-  if (hb == 1) {
-    run_decode_mla<1, 4, 2>(p, head_blocks, stream);
-  } else if (hb == 2) {
-    run_decode_mla<2, 8, 3>(p, head_blocks, stream);
-  } else {
-    run_decode_mla<4, 8, 3>(p, head_blocks, stream);
-  }
+  run_decode_mla<1, 4, 2>(p, head_blocks, stream);
   if (p.num_splits > 1) launch_decode_combine(p, stream);
   return true;
 }

@@ -122,7 +122,8 @@ __device__ void keep_first_equal(float* row, int vocab, uint32_t key, int quota,
 __device__ void top_k(float* row, int vocab, int k, Shared& sh) {
   uint32_t lo = 0, hi = 0xffffffffu;  // largest t with count(key >= t) >= k
   while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo + 1) / 2;
+    // In 64 bits: hi - lo + 1 is 2^32 on the first step.
+    const auto mid = static_cast<uint32_t>(lo + (uint64_t{hi} - lo + 1) / 2);
     if (count_keys_at_least(row, vocab, mid, sh) >= k)
       lo = mid;
     else
