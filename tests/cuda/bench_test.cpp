@@ -18,8 +18,10 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/sampling/sampling.h"
+#include "kernels/cuda/sampling/sampling_params_gpu.h"
 
 namespace kite::cuda {
 namespace {
@@ -123,32 +125,49 @@ TEST(CudaBench, DISABLED_BenchDecodeAttention) {
   bench_decode("decode bf16 64x4096 h32/8 d128", 64, 4096, 32, 8, 128, 128, 16, false);
   bench_decode("decode bf16 1x32768 h32/8 d128", 1, 32768, 32, 8, 128, 128, 16, false);
   bench_decode("decode bf16 64x4096 h16/1 mla 576/512", 64, 4096, 16, 1, 576, 512, 64, true);
+  bench_decode("decode bf16 64x4096 h128/1 mla 576/512", 64, 4096, 128, 1, 576, 512, 64, true);
+  bench_decode("decode bf16 64x4096 h64/8 d64", 64, 4096, 64, 8, 64, 64, 16, false);
 }
 
-TEST(CudaBench, DISABLED_BenchPrefillAttention) {
-  const int64_t tokens = 2048, heads = 32, kv_heads = 8, d = 128, bs = 16;
-  const int64_t blocks = tokens / bs;
-  Tensor k = random_device({blocks, bs, kv_heads, d}, DType::kBF16, 20);
-  Tensor v = random_device({blocks, bs, kv_heads, d}, DType::kBF16, 21);
-  Tensor q = random_device({tokens, heads, d}, DType::kBF16, 22);
-  Tensor out = device_empty({tokens, heads, d}, DType::kBF16);
+// `seqs` prompts of `tokens` each (no cached prefix), contiguous block tables.
+void bench_prefill(int64_t seqs, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dqk,
+                   int64_t dv) {
+  const int64_t bs = 16;
+  const int64_t blocks_per_seq = (tokens + bs - 1) / bs, blocks = seqs * blocks_per_seq;
+  Tensor k = random_device({blocks, bs, kv_heads, dqk}, DType::kBF16, 20);
+  Tensor v = random_device({blocks, bs, kv_heads, dv}, DType::kBF16, 21);
+  Tensor q = random_device({seqs * tokens, heads, dqk}, DType::kBF16, 22);
+  Tensor out = device_empty({seqs * tokens, heads, dv}, DType::kBF16);
   std::vector<int32_t> table(blocks);
   std::iota(table.begin(), table.end(), 0);
-  const std::vector<int32_t> lens = {static_cast<int32_t>(tokens)},
-                             starts = {0, static_cast<int32_t>(tokens)};
+  std::vector<int32_t> lens(seqs, static_cast<int32_t>(tokens)), starts;
+  for (int64_t s = 0; s <= seqs; ++s) starts.push_back(static_cast<int32_t>(s * tokens));
   PagedAttentionArgs args;
-  args.block_tables = to_device(std::span<const int32_t>(table), {1, blocks}, test_stream());
-  args.seq_lens = to_device(std::span<const int32_t>(lens), {1}, test_stream());
-  args.query_start = to_device(std::span<const int32_t>(starts), {2}, test_stream());
+  args.block_tables =
+      to_device(std::span<const int32_t>(table), {seqs, blocks_per_seq}, test_stream());
+  args.seq_lens = to_device(std::span<const int32_t>(lens), {seqs}, test_stream());
+  args.query_start = to_device(std::span<const int32_t>(starts), {seqs + 1}, test_stream());
   args.block_size = bs;
-  args.scale = 0.088f;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
   args.max_query_len = tokens;
   args.max_seq_len = tokens;
   const double ms =
-      median_ms([&] { paged_prefill_attention(q, k, v, args, out, test_stream()); }, 1, 5);
-  // Causal: half of the T x T score matrix, two matmuls (QK^T and PV) of 2*d flops per entry.
-  report_flops("prefill bf16 2048 tok h32/8 d128 causal", ms,
-               2.0 * 2.0 * heads * d * (static_cast<double>(tokens) * tokens / 2));
+      median_ms([&] { paged_prefill_attention(q, k, v, args, out, test_stream()); }, 2, 10);
+  // Causal: T(T+1)/2 scores per head, 2*dqk flops each for QK^T and 2*dv for PV.
+  const double scores = static_cast<double>(tokens) * (tokens + 1) / 2;
+  const std::string name = "prefill bf16 " + std::to_string(seqs) + "x" + std::to_string(tokens) +
+                           " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " d" +
+                           std::to_string(dqk) + "/" + std::to_string(dv) + " causal";
+  report_flops(name, ms, 2.0 * (dqk + dv) * heads * scores * seqs);
+}
+
+TEST(CudaBench, DISABLED_BenchPrefillAttention) {
+  bench_prefill(1, 512, 32, 8, 128, 128);
+  bench_prefill(1, 2048, 32, 8, 128, 128);
+  bench_prefill(4, 2048, 32, 8, 128, 128);
+  bench_prefill(1, 8192, 32, 8, 128, 128);
+  bench_prefill(4, 2048, 32, 8, 64, 64);
+  bench_prefill(2, 2048, 16, 16, 192, 128);
 }
 
 TEST(CudaBench, DISABLED_BenchLinear) {
@@ -181,6 +200,71 @@ TEST(CudaBench, DISABLED_BenchSamplingAndRouting) {
       ops::MoeScoring::kSigmoid, ops::MoeTopkMethod::kNoauxTc, 8, 8, 4, true, 2.5f, &bias};
   ms = median_ms([&] { moe_route(router, p, eids, ew, test_stream()); });
   report_bytes("moe_route v3 4096x256 (logits)", ms, 4096.0 * 256 * 4);
+}
+
+// DeepSeek-V2-Lite's routed experts at prefill: 4096 tokens, top 6 of 64, gate_up 2816 x 2048.
+TEST(CudaBench, DISABLED_BenchMoeDispatch) {
+  const int64_t tokens = 4096, top_k = 6, experts = 64, n = 2816, k = 2048;
+  const int64_t pairs = tokens * top_k;
+  Tensor router = random_device({tokens, experts}, DType::kF32, 50, -4.0f, 4.0f);
+  Tensor ids = device_empty({tokens, top_k}, DType::kI32);
+  Tensor weights = device_empty({tokens, top_k}, DType::kF32);
+  ops::MoeRoutingParams rp{
+      ops::MoeScoring::kSoftmax, ops::MoeTopkMethod::kGreedy, 6, 1, 1, false, 1.0f, nullptr};
+  moe_route(router, rp, ids, weights, test_stream());
+  Tensor x = random_device({tokens, k}, DType::kBF16, 51);
+  Tensor w = random_device({experts, n, k}, DType::kBF16, 52, -0.05f, 0.05f);
+  Tensor xp = device_empty({pairs, k}, DType::kBF16);
+  Tensor yp = device_empty({pairs, n}, DType::kBF16);
+  Tensor out = device_empty({tokens, n}, DType::kBF16);
+  MoePermutation perm;
+  double ms = median_ms([&] { moe_permute(ids, experts, perm, test_stream()); });
+  report_bytes("moe_permute 4096x6 of 64 (ids)", ms, pairs * 4.0);
+  ms = median_ms([&] { moe_gather(x, perm, xp, test_stream()); });
+  report_bytes("moe_gather bf16 24576x2048", ms, 2.0 * pairs * k * 2);
+  ms = median_ms([&] { moe_grouped_linear(xp, w, perm, yp, test_stream()); });
+  report_flops("moe_grouped_linear (device) 24576x2816x2048", ms, 2.0 * pairs * n * k);
+  Tensor off_host = to_host(perm.offsets, test_stream());
+  const std::span<const int32_t> offsets(off_host.data<int32_t>(), experts + 1);
+  BlasLtContext ctx;
+  ms = median_ms([&] { moe_grouped_linear_host(ctx, xp, w, offsets, yp, test_stream()); });
+  report_flops("moe_grouped_linear_host (cuBLASLt loop)", ms, 2.0 * pairs * n * k);
+  ms = median_ms([&] { moe_combine(yp, weights, perm, out, test_stream()); });
+  report_bytes("moe_combine bf16 4096x6x2816", ms, (pairs + tokens) * n * 2.0);
+}
+
+// 64 rows of Qwen's 151936-token vocabulary: temperature 0.7, top-k 50, top-p 0.9, min-p
+// 0.05, the three penalties over 100 history ids per row.
+TEST(CudaBench, DISABLED_BenchSamplingGpu) {
+  const int64_t rows = 64, vocab = 151936;
+  Tensor logits = random_device({rows, vocab}, DType::kBF16, 60, -10.0f, 10.0f);
+  auto fill_f32 = [&](float v) {
+    std::vector<float> values(rows, v);
+    return to_device(Tensor::from_vector(values, {rows}), DType::kF32, test_stream());
+  };
+  std::vector<int32_t> top_k(rows, 50), offsets, ids;
+  std::vector<int64_t> seeds(rows, 7), steps(rows, 3);
+  for (int64_t r = 0; r <= rows; ++r) offsets.push_back(static_cast<int32_t>(r * 100));
+  for (int64_t i = 0; i < rows * 100; ++i) ids.push_back(static_cast<int32_t>((i * 7919) % vocab));
+  GpuSamplingParams p{fill_f32(0.7f),
+                      to_device(std::span<const int32_t>(top_k), {rows}, test_stream()),
+                      fill_f32(0.9f),
+                      fill_f32(0.05f),
+                      fill_f32(1.1f),
+                      fill_f32(0.2f),
+                      fill_f32(0.3f),
+                      to_device(std::span<const int64_t>(seeds), {rows}, test_stream()),
+                      to_device(std::span<const int64_t>(steps), {rows}, test_stream())};
+  Tensor d_ids = to_device(std::span<const int32_t>(ids), {rows * 100}, test_stream());
+  Tensor d_off = to_device(std::span<const int32_t>(offsets), {rows + 1}, test_stream());
+  GpuTokenHistory history{d_ids, d_off, d_ids, d_off};
+  SamplingWorkspace ws;
+  Tensor filtered = device_empty({rows, vocab}, DType::kF32);
+  Tensor out = device_empty({rows}, DType::kI32);
+  double ms = median_ms([&] { sampling_filter(logits, p, &history, ws, filtered, test_stream()); });
+  report_bytes("sampling_filter 64x151936 (k50 p0.9 min_p pen.)", ms, rows * vocab * 6.0);
+  ms = median_ms([&] { sampling_draw(filtered, p, out, test_stream()); });
+  report_bytes("sampling_draw 64x151936", ms, rows * vocab * 4.0);
 }
 
 TEST(CudaFill, UniformIsInRangeAndVaried) {

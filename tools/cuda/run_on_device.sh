@@ -7,6 +7,8 @@
 #   2. all tests (gtest XML and full log under $OUT)
 #   3. compute-sanitizer memcheck and racecheck on the fast tests (when the tool exists)
 #   4. the DISABLED_ benchmarks (CUDA-event medians)
+# FAST, RACE (sanitizer filters) and BENCH (benchmark filter) may be overridden from the
+# environment for a shorter, targeted run.
 # A short summary table comes last on stdout; logs are in $OUT (cuda_tests.xml, cuda_tests.log,
 # memcheck.log, racecheck.log, bench.log, nvidia-smi.txt).
 set -uo pipefail
@@ -51,8 +53,8 @@ if [ "$rc" -ne 0 ]; then
   grep -B2 -A6 -E "Failure|error:|what\(\)" "$OUT/cuda_tests.log" | head -60
 fi
 
-FAST='Shapes/*:Configs/*:Vocabs/*:Cases/CudaDecodeAttentionTest.SplitK*:Cases/CudaPrefillAttentionTest.*:CudaAttention.*:CudaWriteCache.*:CudaEmbedding.*:CudaDeviceBuffer.RoundTrips*:CudaDeviceBuffer.Poison*:CudaFill.*'
-RACE='Shapes/CudaNormTest.*:Shapes/CudaRopeTest.*:Shapes/CudaRopeAndCacheTest.*:Configs/*:Cases/CudaDecodeAttentionTest.SplitK*:Vocabs/*'
+FAST=${FAST:-'CudaAttentionMma.*:CudaMoeDispatch.*:Shapes/*:Configs/*:Vocabs/*:Cases/CudaDecodeAttentionTest.SplitK*:Cases/CudaPrefillAttentionTest.*:CudaAttention.*:CudaWriteCache.*:CudaEmbedding.*:CudaDeviceBuffer.RoundTrips*:CudaDeviceBuffer.Poison*:CudaFill.*'}
+RACE=${RACE:-'CudaAttentionMma.PrefillRandomBatches:CudaAttentionMma.DecodeRandomBatches:CudaAttentionMma.DecodeMlaRandomBatches:CudaMoeDispatch.PermuteGather*:Shapes/CudaNormTest.*:Shapes/CudaRopeTest.*:Shapes/CudaRopeAndCacheTest.*:Configs/*:Cases/CudaDecodeAttentionTest.SplitK*:Vocabs/*'}
 if command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck; do
     filter=$FAST
@@ -72,7 +74,7 @@ else
 fi
 
 echo "== benchmarks (limit ${T_BENCH}s)"
-timeout "$T_BENCH" "$BIN" --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Bench*' \
+timeout "$T_BENCH" "$BIN" --gtest_also_run_disabled_tests --gtest_filter="${BENCH:-*DISABLED_Bench*}" \
   >"$OUT/bench.log" 2>&1
 rc=$?
 summary+=("bench: rc=$rc")

@@ -37,6 +37,19 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
                                 const Tensor& v_cache, const PagedAttentionArgs& args,
                                 const Tensor& out, bool decode);
 
+// Tensor-core kernels (BF16, some head dims; prefill_mma.cu, decode_mma.cu). Each launches and
+// returns true when it covers the call, else returns false and launches nothing.
+bool try_prefill_mma(const KernelParams& p, int64_t max_query_len, cudaStream_t stream);
+// The decode entries choose the split count themselves (and fill p's split fields).
+// try_decode_mla: absorbed MLA (576/512, one shared latent cache, one kv head).
+bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                    cudaStream_t stream);
+bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                    cudaStream_t stream);
+
+// The split-K merge of decode.cu (kernel 2), shared by the tensor-core decode.
+void launch_decode_combine(const KernelParams& p, cudaStream_t stream);
+
 }  // namespace kite::cuda::attention
 
 // Expands CALL(DQK, DV) for the call's head dims (one branch per kSupportedHeadDims entry).

@@ -169,12 +169,21 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
 
 }  // namespace
 
+namespace attention {
+void launch_decode_combine(const KernelParams& p, cudaStream_t stream) {
+  decode_combine_kernel<bf16><<<p.num_seqs * p.num_heads, 128, 0, stream>>>(p);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+}  // namespace attention
+
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const PagedAttentionArgs& args, AttentionWorkspace& workspace,
                             Tensor& out, cudaStream_t stream) {
   KernelParams p = attention::check_and_describe("paged_decode_attention", q, k_cache, v_cache,
                                                  args, out, /*decode=*/true);
   if (p.num_seqs == 0 || p.num_heads == 0) return;
+  if (attention::try_decode_mla(p, args, workspace, stream)) return;
+  if (attention::try_decode_mma(p, args, workspace, stream)) return;
   const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
   p.num_splits = choose_splits(args, rows);
   const int64_t max_len = std::max<int64_t>(args.max_seq_len, 1);

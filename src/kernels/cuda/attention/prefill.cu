@@ -7,8 +7,8 @@
 // and V rows mostly come from L1. Tiles past gridDim.y are taken in a strided loop, so a
 // max_query_len below the real one costs speed, not rows.
 //
-// This is the simple CUDA-core form, correct first; a tensor-core (wgmma) version with K/V
-// tiles in shared memory is the next step for long prompts.
+// This is the simple CUDA-core form, used for F32 and the head dims prefill_mma.cu (the
+// tensor-core kernel for BF16) does not cover.
 #include <algorithm>
 
 #include "kernels/cuda/attention/attention_common.cuh"
@@ -76,6 +76,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
   const KernelParams p = attention::check_and_describe("paged_prefill_attention", q, k_cache,
                                                        v_cache, args, out, /*decode=*/false);
   if (p.num_seqs == 0 || p.num_heads == 0 || p.num_tokens == 0) return;
+  if (attention::try_prefill_mma(p, args.max_query_len, stream)) return;
 #define KITE_RUN_PREFILL(DQK, DV)                               \
   if (p.bf16) {                                                 \
     run_prefill<bf16, DQK, DV>(p, args.max_query_len, stream);  \

@@ -1,0 +1,291 @@
+// Tensor-core split-K decode attention for absorbed MLA in BF16: one 576-wide latent cache row
+// per key (kv head count 1) whose first 512 dims are the value, any number of query heads.
+//
+// Block (sequence, key split, head block of 16 * HB query heads; head block fastest, so the
+// blocks that read one sequence's latent run together and share it through L2), WARPS warps.
+// Keys come in tiles of 32 latent rows, staged by cp.async STAGES deep; V is read from the same
+// tile (its first 512 columns), so the latent is read once per head block. Per tile:
+//   1. the (16-head group, 8-key n-tile) score blocks are dealt out to the warps (mma over the
+//      576 dims, Q fragments from shared memory) and stored, scaled, in shared memory;
+//   2. after a barrier every warp reads the whole score tile in A-fragment order and runs the
+//      same online softmax (so all warps agree on each row's max and sum);
+//   3. warp w multiplies P by V's columns [w * 512 / WARPS, (w + 1) * 512 / WARPS) into its
+//      own accumulators, for all 16 * HB heads.
+// Each warp thus owns a slice of the output rows, and no merge between warps is needed.
+// HB = 1 (16 heads, 4 warps, two blocks per SM) is what runs: HB = 4 (64 heads per block,
+// reading the latent twice instead of 8 times for 128 heads) measured slower (try_decode_mla).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention/attention_launch.h"
+#include "kernels/cuda/attention/mma_tile.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/stream.h"
+
+namespace kite::cuda::attention {
+namespace {
+
+using namespace mma;
+
+constexpr int kBlockN = 32;  // keys per tile: four n-tiles of 8
+constexpr int kDqk = 576, kDv = 512;
+constexpr int kStageBytes = kBlockN * kDqk * 2;
+constexpr int kMaxSplits = 256;
+constexpr int64_t kMinKeysPerSplit = 256;
+
+template <int HB, int WARPS, int STAGES>
+struct MlaLayout {
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kRows = 16 * HB;
+  static constexpr int kDvPerWarp = kDv / WARPS;
+  static constexpr int kPairsPerWarp = HB * (kBlockN / 8) / WARPS;  // score blocks per warp
+  static_assert(kPairsPerWarp * WARPS == HB * (kBlockN / 8), "score blocks must split evenly");
+  static constexpr int kQBytes = kRows * kDqk * 2;
+  static constexpr int kScoreBytes = kRows * kBlockN * 4;
+  static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes + kScoreBytes;
+};
+
+template <int HB, int WARPS, int STAGES>
+__global__ void __launch_bounds__(WARPS * 32)
+    decode_mla_kernel(const KernelParams p, int head_blocks) {
+  using L = MlaLayout<HB, WARPS, STAGES>;
+  extern __shared__ __align__(128) char smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int hblock = blockIdx.x % head_blocks, seq = blockIdx.x / head_blocks;
+  const int split = blockIdx.y;
+  const int head0 = hblock * L::kRows;
+  const int heads_here = min(L::kRows, p.num_heads - head0);
+
+  const int64_t seq_len = p.seq_lens[seq];
+  const bool bad_seq = seq_len < 0 || seq_len > int64_t{p.max_blocks_per_seq} * p.block_size;
+  const int64_t len = bad_seq ? 0 : seq_len;
+  const int64_t k_begin = split * p.keys_per_split;
+  const int64_t k_end = split == p.num_splits - 1 ? len : min(len, k_begin + p.keys_per_split);
+  const int n_tiles =
+      k_end > k_begin ? static_cast<int>((k_end - k_begin + kBlockN - 1) / kBlockN) : 0;
+  char* const sq = smem;
+  char* const stages = smem + L::kQBytes;
+  float* const sS = reinterpret_cast<float*>(stages + STAGES * kStageBytes);  // [rows][32]
+
+  const bf16* q = static_cast<const bf16*>(p.q);
+  for (int idx = tid; idx < L::kRows * (kDqk / 8); idx += L::kThreads) {
+    const int row = idx / (kDqk / 8), chunk = idx % (kDqk / 8);
+    const bool valid = row < heads_here;
+    const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * kDqk + chunk * 8 : q;
+    cp_async16(sq + swz<kDqk>(row, chunk), src, valid);
+  }
+  const PagedKv kv{static_cast<const bf16*>(p.k_cache),
+                   nullptr,
+                   p.block_tables + int64_t{seq} * p.max_blocks_per_seq,
+                   p.block_size,
+                   p.num_blocks,
+                   p.k_slot_stride,
+                   0,
+                   0,
+                   0};
+  bool ok = true;
+  auto load_tile = [&](int j) {
+    if (j < n_tiles)
+      ok &= load_kv_tiles<kDqk, 0, kBlockN, L::kThreads>(
+          stages + (j % STAGES) * kStageBytes, nullptr, kv, static_cast<int>(k_begin) + j * kBlockN,
+          static_cast<int>(k_end), tid);
+    cp_async_commit();  // empty groups keep the count uniform
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_tile(s);
+
+  float o[HB][L::kDvPerWarp / 8][4] = {};
+  float m[HB][2], l[HB][2];
+#pragma unroll
+  for (int h = 0; h < HB; ++h) m[h][0] = m[h][1] = -INFINITY, l[h][0] = l[h][1] = 0.0f;
+  const uint32_t sq_addr = smem_addr(sq);
+
+  for (int j = 0; j < n_tiles; ++j) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // tile j landed; every warp is done with tile j - 1 and the scores
+    load_tile(j + STAGES - 1);
+    const uint32_t sk = smem_addr(stages + (j % STAGES) * kStageBytes);
+    const int64_t tile_key0 = k_begin + int64_t{j} * kBlockN;
+
+    // 1. This warp's score blocks.
+#pragma unroll
+    for (int pi = 0; pi < L::kPairsPerWarp; ++pi) {
+      const int pair = warp + pi * WARPS, h = pair / (kBlockN / 8), nt = pair % (kBlockN / 8);
+      float s[4] = {};
+#pragma unroll 6
+      for (int kk = 0; kk < kDqk / 16; kk += 2) {
+        uint32_t a0[4], a1[4], b[4];
+        ldmatrix_x4(a0, a_addr<kDqk>(sq_addr, h * 16, kk * 16, lane));
+        ldmatrix_x4(a1, a_addr<kDqk>(sq_addr, h * 16, kk * 16 + 16, lane));
+        ldmatrix_x4(b, kb_addr<kDqk>(sk, nt * 8, kk * 16, lane));
+        mma_bf16(s, a0, b[0], b[1]);
+        mma_bf16(s, a1, b[2], b[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = nt * 8 + 2 * t + (e & 1);
+        const int row = h * 16 + g + (e >= 2 ? 8 : 0);
+        sS[row * kBlockN + col] = tile_key0 + col < k_end ? s[e] * p.scale_log2 : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // 2. P for every head group in A-fragment order, the same online softmax in every warp.
+    uint32_t a[HB][2][4];  // [head group][k-step]
+#pragma unroll
+    for (int h = 0; h < HB; ++h) {
+      float pr[2][2][4];  // [row half][k-step][cols 2t, 2t+1, 2t+8, 2t+9]
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          const float* rowp = sS + (h * 16 + g + 8 * r) * kBlockN + ks * 16 + 2 * t;
+          pr[r][ks][0] = rowp[0];
+          pr[r][ks][1] = rowp[1];
+          pr[r][ks][2] = rowp[8];
+          pr[r][ks][3] = rowp[9];
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) mx = fmaxf(mx, pr[r][ks][i]);
+        mx = quad_max(mx);
+        const float m_new = fmaxf(m[h][r], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float corr = exp2f(m[h][r] - m_use);
+        m[h][r] = m_new;
+        l[h][r] *= corr;
+#pragma unroll
+        for (int dt = 0; dt < L::kDvPerWarp / 8; ++dt) {
+          o[h][dt][2 * r] *= corr;
+          o[h][dt][2 * r + 1] *= corr;
+        }
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            pr[r][ks][i] = exp2f(pr[r][ks][i] - m_use);
+            l[h][r] += pr[r][ks][i];
+          }
+      }
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        a[h][ks][0] = pack_bf16(pr[0][ks][0], pr[0][ks][1]);
+        a[h][ks][1] = pack_bf16(pr[1][ks][0], pr[1][ks][1]);
+        a[h][ks][2] = pack_bf16(pr[0][ks][2], pr[0][ks][3]);
+        a[h][ks][3] = pack_bf16(pr[1][ks][2], pr[1][ks][3]);
+      }
+    }
+
+    // 3. O[:, this warp's columns] += P · V, each V fragment used by every head group.
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+      for (int dt = 0; dt < L::kDvPerWarp / 8; dt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vb_addr<kDqk>(sk, ks * 16, warp * L::kDvPerWarp + dt * 8, lane));
+#pragma unroll
+        for (int h = 0; h < HB; ++h) {
+          mma_bf16(o[h][dt], a[h][ks], b[0], b[1]);
+          mma_bf16(o[h][dt + 1], a[h][ks], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+  const bool any_bad = __syncthreads_or(!ok) || bad_seq;
+  const float nan = __int_as_float(0x7fffffff);
+#pragma unroll
+  for (int h = 0; h < HB; ++h) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = h * 16 + g + 8 * r;
+      const float total = quad_sum(l[h][r]);
+      if (row >= heads_here) continue;
+      const int64_t out_row = int64_t{seq} * p.num_heads + head0 + row;
+      const int col0 = warp * L::kDvPerWarp + 2 * t;
+      if (p.num_splits == 1) {
+        const float inv = (!any_bad && total > 0.0f) ? 1.0f / total : nan;
+        bf16* dst = static_cast<bf16*>(p.out) + out_row * kDv + col0;
+#pragma unroll
+        for (int dt = 0; dt < L::kDvPerWarp / 8; ++dt)
+          *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+              pack_bf16(o[h][dt][2 * r] * inv, o[h][dt][2 * r + 1] * inv);
+      } else {
+        const int64_t part = out_row * p.num_splits + split;
+        float* dst = p.part_acc + part * kDv + col0;
+#pragma unroll
+        for (int dt = 0; dt < L::kDvPerWarp / 8; ++dt)
+          *reinterpret_cast<float2*>(dst + dt * 8) =
+              make_float2(o[h][dt][2 * r], o[h][dt][2 * r + 1]);
+        if (warp == 0 && t == 0) {
+          p.part_ml[part * 2] = m[h][r];
+          p.part_ml[part * 2 + 1] = any_bad ? nan : total;
+        }
+      }
+    }
+  }
+}
+
+template <int HB, int WARPS, int STAGES>
+void run_decode_mla(const KernelParams& p, int head_blocks, cudaStream_t stream) {
+  using L = MlaLayout<HB, WARPS, STAGES>;
+  static const bool configured = [] {
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mla_kernel<HB, WARPS, STAGES>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         L::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * head_blocks), p.num_splits);
+  decode_mla_kernel<HB, WARPS, STAGES>
+      <<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, head_blocks);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                    cudaStream_t stream) {
+  const bool shared = p.v_cache == p.k_cache && p.v_slot_stride == p.k_slot_stride;
+  if (!p.bf16 || p.head_dim_qk != kDqk || p.head_dim_v != kDv || p.num_kv_heads != 1 || !shared)
+    return false;
+  // 16-head groups per block. Measured on the H200 (NOTES.md, 2026-11-29): for 128 heads,
+  // blocks of 64 heads (HB 4, 8 warps, 3 stages, one block per SM) ran 714 us against 638 us
+  // for blocks of 16 (HB 1, two blocks per SM): MLA with 128 heads is compute-bound (240
+  // flops per latent byte), and the larger block only lowered occupancy. So HB stays 1 until
+  // a wgmma version; the template keeps HB for that experiment.
+  const int hb = 1;
+  const int head_blocks = (p.num_heads + 16 * hb - 1) / (16 * hb);
+  const int64_t ctas = int64_t{p.num_seqs} * head_blocks;
+  if (ctas > INT32_MAX) return false;
+  const int64_t max_len = std::max<int64_t>(args.max_seq_len, 1);
+  if (args.num_splits > 0) {
+    p.num_splits = std::min(args.num_splits, kMaxSplits);
+  } else {
+    const int64_t target = 4 * int64_t{device_properties().multiProcessorCount};
+    const int64_t wanted = (target + ctas - 1) / ctas;
+    const int64_t useful = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+    p.num_splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
+  }
+  p.keys_per_split =
+      ((max_len + p.num_splits - 1) / p.num_splits + kBlockN - 1) / kBlockN * kBlockN;
+  if (p.num_splits > 1) {
+    const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
+    const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * kDv;
+    const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
+    auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
+    p.part_acc = base;
+    p.part_ml = base + acc_floats;
+  }
+  run_decode_mla<1, 4, 2>(p, head_blocks, stream);
+  if (p.num_splits > 1) launch_decode_combine(p, stream);
+  return true;
+}
+
+}  // namespace kite::cuda::attention

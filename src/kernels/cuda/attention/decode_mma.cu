@@ -1,0 +1,279 @@
+// Tensor-core split-K decode attention for BF16 GQA: each K/V row is read once per group of
+// query heads that share its kv head.
+//
+// Block (sequence, kv head, head block of up to 16 of the group's query heads, key split): the
+// head block's query rows are the M = 16 rows of an mma tile (rows past the group are zeros),
+// keys come in tiles of 64 staged in shared memory by cp.async two stages deep, and warp w
+// takes keys 16w .. 16w + 15 of every tile with its own online softmax (log2 units). At the
+// end the four warps' states merge in shared memory; with one split the block writes the
+// normalised rows, otherwise the partial (max, sum, acc) in decode.cu's layout, which its
+// combine kernel merges. Decode is bandwidth-bound: the mma rows past the group are waste
+// the tensor cores can afford, and what matters is that K/V are read once, 16 bytes at a
+// time, with a tile in flight while the previous one is used.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention/attention_launch.h"
+#include "kernels/cuda/attention/mma_tile.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/stream.h"
+
+namespace kite::cuda::attention {
+namespace {
+
+using namespace mma;
+
+constexpr int kThreads = 128;
+constexpr int kWarps = 4;
+constexpr int kRows = 16;    // query heads per block
+constexpr int kBlockN = 64;  // keys per tile, 16 per warp
+constexpr int kMaxSplits = 256;
+constexpr int64_t kMinKeysPerSplit = 256;
+
+template <int DQK, int DV>
+struct DecodeLayout {
+  static constexpr int kQBytes = kRows * DQK * 2;
+  static constexpr int kKBytes = kBlockN * DQK * 2;
+  static constexpr int kStageBytes = kBlockN * (DQK + DV) * 2;
+  // The merge reuses the stages: per warp, acc [16][DV] then max and sum [16] each.
+  static constexpr int kMergeBytes = kWarps * kRows * (DV + 2) * 4;
+  static_assert(kMergeBytes <= 2 * kStageBytes, "merge scratch must fit in the stages");
+  static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes;
+};
+
+template <int DQK, int DV>
+__global__ void __launch_bounds__(kThreads)
+    decode_mma_kernel(const KernelParams p, int head_blocks) {
+  using L = DecodeLayout<DQK, DV>;
+  extern __shared__ __align__(128) char smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int hb = blockIdx.x % head_blocks;
+  const int kv_head = (blockIdx.x / head_blocks) % p.num_kv_heads;
+  const int seq = blockIdx.x / head_blocks / p.num_kv_heads;
+  const int split = blockIdx.y;
+  const int head0 = kv_head * group + hb * kRows;
+  const int heads_here = min(kRows, group - hb * kRows);
+
+  const int64_t seq_len = p.seq_lens[seq];
+  const bool bad_seq = seq_len < 0 || seq_len > int64_t{p.max_blocks_per_seq} * p.block_size;
+  const int64_t len = bad_seq ? 0 : seq_len;
+  const int64_t k_begin = split * p.keys_per_split;
+  const int64_t k_end = split == p.num_splits - 1 ? len : min(len, k_begin + p.keys_per_split);
+  const int n_tiles =
+      k_end > k_begin ? static_cast<int>((k_end - k_begin + kBlockN - 1) / kBlockN) : 0;
+  const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
+  char* sq = smem;
+  // Stage i (of 2) starts at smem + kQBytes + i * kStageBytes (computed, not an array: a
+  // run-time index into a local array would put it on the stack).
+  char* const stages = smem + L::kQBytes;
+
+  const bf16* q = static_cast<const bf16*>(p.q);
+  for (int idx = tid; idx < kRows * (DQK / 8); idx += kThreads) {
+    const int row = idx / (DQK / 8), chunk = idx % (DQK / 8);
+    const bool valid = row < heads_here;
+    const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * DQK + chunk * 8 : q;
+    cp_async16(sq + swz<DQK>(row, chunk), src, valid);
+  }
+  const PagedKv kv{static_cast<const bf16*>(p.k_cache),
+                   static_cast<const bf16*>(p.v_cache),
+                   table,
+                   p.block_size,
+                   p.num_blocks,
+                   p.k_slot_stride,
+                   p.v_slot_stride,
+                   kv_head * p.k_head_stride,
+                   kv_head * p.v_head_stride};
+  auto load_stage = [&](int j, char* dst) {
+    return load_kv_tiles<DQK, DV, kBlockN, kThreads>(dst, dst + L::kKBytes, kv,
+                                                     static_cast<int>(k_begin) + j * kBlockN,
+                                                     static_cast<int>(k_end), tid);
+  };
+  bool ok = true;
+  if (n_tiles > 0) ok = load_stage(0, stages);
+  cp_async_commit();
+
+  uint32_t qf[DQK / 16][4];
+  float o[DV / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  cp_async_wait<0>();
+  __syncthreads();
+  const uint32_t sq_addr = smem_addr(sq);
+#pragma unroll
+  for (int kk = 0; kk < DQK / 16; ++kk) ldmatrix_x4(qf[kk], a_addr<DQK>(sq_addr, 0, kk * 16, lane));
+
+  for (int j = 0; j < n_tiles; ++j) {
+    if (j + 1 < n_tiles) {
+      ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const uint32_t sk = smem_addr(stages + (j & 1) * L::kStageBytes);
+    const uint32_t sv = sk + L::kKBytes;
+    const int wkey = warp * 16;  // this warp's keys within the tile
+
+    float s[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < DQK / 16; kk += 2) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t b[4];
+        ldmatrix_x4(b, kb_addr<DQK>(sk, wkey + nt * 8, kk * 16, lane));
+        mma_bf16(s[nt], qf[kk], b[0], b[1]);
+        mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
+      }
+    }
+    const int64_t key_base = k_begin + int64_t{j} * kBlockN + wkey;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = key_base + nt * 8 + 2 * t + (e & 1);
+        s[nt][e] = key < k_end ? s[nt][e] * p.scale_log2 : -INFINITY;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float mx =
+          quad_max(fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+      const float m_new = fmaxf(m[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float corr = exp2f(m[r] - m_use);
+      m[r] = m_new;
+      l[r] *= corr;
+#pragma unroll
+      for (int dt = 0; dt < DV / 8; ++dt) {
+        o[dt][2 * r] *= corr;
+        o[dt][2 * r + 1] *= corr;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
+        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - m_use);
+        l[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+      }
+    }
+    const uint32_t a[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]),
+                           pack_bf16(s[1][0], s[1][1]), pack_bf16(s[1][2], s[1][3])};
+#pragma unroll
+    for (int dt = 0; dt < DV / 8; dt += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, vb_addr<DV>(sv, wkey, dt * 8, lane));
+      mma_bf16(o[dt], a, b[0], b[1]);
+      mma_bf16(o[dt + 1], a, b[2], b[3]);
+    }
+    __syncthreads();  // the next iteration refills this stage
+  }
+
+  // Merge the four warps' states (the stages are free: the loop ended on a barrier).
+  const bool any_bad = __syncthreads_or(!ok) || bad_seq;
+  float* sm_acc = reinterpret_cast<float*>(smem + L::kQBytes);  // [warp][row][DV]
+  float* sm_m = sm_acc + kWarps * kRows * DV;                   // [warp][row]
+  float* sm_l = sm_m + kWarps * kRows;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    const float total = quad_sum(l[r]);
+    if (t == 0) {
+      sm_m[warp * kRows + row] = m[r];
+      sm_l[warp * kRows + row] = total;
+    }
+    float* acc = sm_acc + (warp * kRows + row) * DV + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < DV / 8; ++dt) {
+      acc[dt * 8] = o[dt][2 * r];
+      acc[dt * 8 + 1] = o[dt][2 * r + 1];
+    }
+  }
+  __syncthreads();
+  const float nan = __int_as_float(0x7fffffff);
+  for (int idx = tid; idx < heads_here * DV; idx += kThreads) {
+    const int row = idx / DV, d = idx % DV;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm_m[w * kRows + row]);
+    float a = 0.0f, sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = sm_m[w * kRows + row];
+      const float e = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+      a += e * sm_acc[(w * kRows + row) * DV + d];
+      sum += e * sm_l[w * kRows + row];
+    }
+    const int64_t out_row = int64_t{seq} * p.num_heads + head0 + row;
+    if (p.num_splits == 1) {
+      const float inv = (!any_bad && sum > 0.0f) ? 1.0f / sum : nan;
+      static_cast<bf16*>(p.out)[out_row * DV + d] = __float2bfloat16_rn(a * inv);
+    } else {
+      const int64_t part = out_row * p.num_splits + split;
+      p.part_acc[part * DV + d] = a;
+      if (d == 0) {
+        p.part_ml[part * 2] = mx;
+        p.part_ml[part * 2 + 1] = any_bad ? nan : sum;
+      }
+    }
+  }
+}
+
+template <int DQK, int DV>
+void run_decode_mma(const KernelParams& p, int head_blocks, cudaStream_t stream) {
+  constexpr int kSmem = DecodeLayout<DQK, DV>::kSmemBytes;
+  static const bool configured = [] {
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<DQK, DV>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * p.num_kv_heads * head_blocks),
+                  p.num_splits);
+  decode_mma_kernel<DQK, DV><<<grid, kThreads, kSmem, stream>>>(p, head_blocks);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                    cudaStream_t stream) {
+  const bool dims = (p.head_dim_qk == 128 && p.head_dim_v == 128) ||
+                    (p.head_dim_qk == 64 && p.head_dim_v == 64) ||
+                    (p.head_dim_qk == 192 && p.head_dim_v == 128);
+  if (!p.bf16 || !dims) return false;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int head_blocks = (group + kRows - 1) / kRows;
+  const int64_t ctas = int64_t{p.num_seqs} * p.num_kv_heads * head_blocks;
+  if (ctas > INT32_MAX) return false;
+  // About four blocks per multiprocessor, each with at least kMinKeysPerSplit keys.
+  const int64_t max_len = std::max<int64_t>(args.max_seq_len, 1);
+  if (args.num_splits > 0) {
+    p.num_splits = std::min(args.num_splits, kMaxSplits);
+  } else {
+    const int64_t target = 4 * int64_t{device_properties().multiProcessorCount};
+    const int64_t wanted = (target + ctas - 1) / ctas;
+    const int64_t useful = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+    p.num_splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
+  }
+  p.keys_per_split =
+      ((max_len + p.num_splits - 1) / p.num_splits + kBlockN - 1) / kBlockN * kBlockN;
+  const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
+  if (p.num_splits > 1) {
+    const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * p.head_dim_v;
+    const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
+    auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
+    p.part_acc = base;
+    p.part_ml = base + acc_floats;
+  }
+  if (p.head_dim_qk == 128) {
+    run_decode_mma<128, 128>(p, head_blocks, stream);
+  } else if (p.head_dim_qk == 64) {
+    run_decode_mma<64, 64>(p, head_blocks, stream);
+  } else {
+    run_decode_mma<192, 128>(p, head_blocks, stream);
+  }
+  if (p.num_splits > 1) launch_decode_combine(p, stream);
+  return true;
+}
+
+}  // namespace kite::cuda::attention

@@ -1,0 +1,155 @@
+// Tensor-core building blocks for the BF16 attention kernels (prefill_mma.cu, decode_mma.cu):
+// mma.sync m16n8k16 (bf16 in, fp32 accumulate), ldmatrix, cp.async, and the paged K/V tile
+// loader.
+//
+// Shared-memory tiles hold ROWS rows of D bf16 values, row-major, with the 16-byte chunks of
+// row r stored at chunk c ^ (r % 8) (XOR swizzle): the eight rows an ldmatrix reads at one
+// logical chunk then land in eight different bank groups. D must be a multiple of 64 (so a row
+// has a multiple of eight chunks and the row stride is a multiple of 128 bytes).
+//
+// Fragment layouts (PTX ISA, m16n8k16): with g = lane / 4 and t = lane % 4,
+//   A (16x16): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
+//   B (16x8):  b[0] = (k 2t..2t+1, n g), b[1] = (k 2t+8.., n g)
+//   C (16x8):  c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
+// so the C fragments of two neighbouring n-tiles are the A fragment of one k-step (how P
+// goes from the scores to the P·V product without shared memory).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+namespace kite::cuda::attention::mma {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros (nothing is read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += a * b (m16n8k16, row.col, bf16 -> fp32).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Byte offset of (row, 16-byte chunk) in a swizzled tile of D-wide bf16 rows.
+template <int D>
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+  static_assert(D % 64 == 0, "swizzled tiles need D a multiple of 64");
+  return static_cast<uint32_t>(row * (D * 2) + ((chunk ^ (row & 7)) * 16));
+}
+
+// Address this lane gives ldmatrix to read the 16x16 A block at (row0, col0) of a tile
+// (matrices: rows 0-7 / 8-15 at cols 0-7, then the same at cols 8-15).
+template <int D>
+__device__ __forceinline__ uint32_t a_addr(uint32_t base, int row0, int col0, int lane) {
+  return base + swz<D>(row0 + (lane & 7) + ((lane >> 3) & 1) * 8, (col0 >> 3) + (lane >> 4));
+}
+
+// B operand from K rows ([key][d], non-transposed): one n-tile of 8 keys at key0 and two
+// k-steps at d0 and d0 + 16: r[0..1] = k-step d0, r[2..3] = k-step d0 + 16.
+template <int D>
+__device__ __forceinline__ uint32_t kb_addr(uint32_t base, int key0, int d0, int lane) {
+  return base + swz<D>(key0 + (lane & 7), (d0 >> 3) + (lane >> 3));
+}
+
+// B operand from V rows ([key][d], transposed read): one k-step of 16 keys at key0 and two
+// n-tiles at d0 and d0 + 8: r[0..1] = n-tile d0, r[2..3] = n-tile d0 + 8.
+template <int D>
+__device__ __forceinline__ uint32_t vb_addr(uint32_t base, int key0, int d0, int lane) {
+  return base + swz<D>(key0 + (lane & 7) + ((lane >> 3) & 1) * 8, (d0 >> 3) + (lane >> 4));
+}
+
+// Where one tile's K and V rows come from: a sequence's block table and one kv head.
+struct PagedKv {
+  const bf16* k_cache;
+  const bf16* v_cache;
+  const int32_t* block_table;  // this sequence's row
+  int block_size, num_blocks;
+  int64_t k_slot_stride, v_slot_stride;  // elements between slots
+  int64_t k_head_offset, v_head_offset;  // elements from a slot's start to the kv head
+};
+
+// Starts the copy of keys [key0, key0 + ROWS) into swizzled tiles of K (DK-wide) and V
+// (DV-wide: the first DV values of each V row, so V can be a prefix of the MLA latent row).
+// Eight threads share a row (chunks c, c + 8, ...), so each thread looks up the block table
+// once per row it copies, for K and V together. Keys at or past `valid_end` are zero-filled
+// (their slots may hold anything, NaN included). Returns false when a block id it needed was
+// outside the cache (that row is zero-filled; the caller turns the result into NaN).
+template <int DK, int DV, int ROWS, int THREADS>
+__device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
+                                              int key0, int valid_end, int tid) {
+  static_assert(THREADS % 8 == 0 && ROWS % (THREADS / 8) == 0, "rows must split over threads");
+  constexpr int kRowsPerPass = THREADS / 8;
+  const int c0 = tid % 8;
+  bool ok = true;
+#pragma unroll
+  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
+    const int row = tid / 8 + i * kRowsPerPass;
+    const int key = key0 + row;
+    bool valid = key < valid_end;
+    int64_t slot = 0;
+    if (valid) {
+      const int32_t block = kv.block_table[static_cast<unsigned>(key) / kv.block_size];
+      if (block < 0 || block >= kv.num_blocks) {
+        ok = false;
+        valid = false;
+      } else {
+        slot = static_cast<int64_t>(block) * kv.block_size +
+               static_cast<unsigned>(key) % kv.block_size;
+      }
+    }
+    const bf16* k_src = kv.k_cache + (valid ? slot * kv.k_slot_stride + kv.k_head_offset : 0);
+    const bf16* v_src = kv.v_cache + (valid ? slot * kv.v_slot_stride + kv.v_head_offset : 0);
+#pragma unroll
+    for (int c = c0; c < DK / 8; c += 8) cp_async16(k_tile + swz<DK>(row, c), k_src + c * 8, valid);
+#pragma unroll
+    for (int c = c0; c < DV / 8; c += 8) cp_async16(v_tile + swz<DV>(row, c), v_src + c * 8, valid);
+  }
+  return ok;
+}
+
+// Row max / sum over the four lanes of a quad (the lanes that share a C-fragment row).
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+}  // namespace kite::cuda::attention::mma
