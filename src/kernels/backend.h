@@ -101,6 +101,15 @@ class Backend {
   // compute_dtype (an fp32 accumulator for several calls).
   virtual void scatter_add_rows(Tensor& out, const Tensor& y, const Tensor& rows,
                                 const Tensor& weights) = 0;
+  // The routed experts of one MoE layer: routes router_logits (F32 [T, E]) with `params`
+  // (params.correction_bias: a host F32 [E] tensor or null), runs each token's top_k experts —
+  // gate_up [E, 2I, H] and down [E, H, I], the experts' weights stacked — and writes
+  // out[t] = sum_k w[t, k] * down_e(silu(gate_e x) * up_e x) in compute dtype, summed in fp32.
+  // The default composes moe_route (host), gather_rows, linear, silu_mul and
+  // scatter_add_rows, expert by expert; the CUDA backend does it all on the device.
+  virtual void moe_experts(const Tensor& x, const Tensor& router_logits,
+                           const ops::MoeRoutingParams& params, const Tensor& gate_up,
+                           const Tensor& down, Tensor& out);
   // Router: expert ids/weights [T, top_k] back on the host.
   virtual void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
                          std::vector<int32_t>& expert_ids, std::vector<float>& expert_weights) = 0;

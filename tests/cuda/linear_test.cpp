@@ -63,6 +63,13 @@ TEST_P(CudaLinearTest, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaLinearTest,
     ::testing::Values(LinearCase{DType::kBF16, DType::kBF16, 1, 512, 256, false},
+                      // M <= 8 with K % 8 == 0 take the GEMV kernel (gemm/gemv.h); odd N, a
+                      // K that is not a multiple of the unrolled stride, bias, F32 out
+                      LinearCase{DType::kBF16, DType::kBF16, 1, 1001, 4104, true},
+                      LinearCase{DType::kBF16, DType::kF32, 3, 77, 136, false},
+                      LinearCase{DType::kBF16, DType::kBF16, 8, 2048, 1024, false},
+                      LinearCase{DType::kBF16, DType::kF32, 7, 129, 8, true},
+                      LinearCase{DType::kBF16, DType::kBF16, 2, 64, 260, false},
                       LinearCase{DType::kBF16, DType::kBF16, 37, 384, 200, true},
                       LinearCase{DType::kBF16, DType::kBF16, 128, 1024, 512, false},
                       LinearCase{DType::kBF16, DType::kF32, 5, 320, 256, true},

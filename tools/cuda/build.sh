@@ -31,6 +31,9 @@ done
 # Symbols are not needed there, and every megabyte counts against the 64 MiB that travels.
 strip --strip-unneeded build-cuda/kite_cuda_tests build-cuda/kite
 
+# The same, compressed, for the trip to the GPU machine (tools/cuda/model_bench.sh unpacks it).
+tar cJf build-cuda/bundle.tar.xz build-cuda/kite build-cuda/kite_cuda_tests build-cuda/lib
+
 echo "== build-cuda/kite_cuda_tests"
 ls -la build-cuda/kite_cuda_tests
 echo "needed: $(readelf -d build-cuda/kite_cuda_tests | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); printf "%s ", $5}')"

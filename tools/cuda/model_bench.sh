@@ -8,6 +8,9 @@
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
 set -uo pipefail
+# The binaries may travel as one archive (build-cuda/bundle.tar.xz, made by tools/cuda/build.sh)
+# to stay under the 64 MiB the device tool carries.
+[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
 OUT=${OUT:-/tmp/kite_out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -20,8 +23,8 @@ if [ "${REGEN_FIXTURES:-0}" = 1 ]; then
   run timeout 300 python3 tools/fixtures/make_model_fixtures.py --out tests/fixtures/models
   tar czf "$OUT/fixtures.tgz" tests/fixtures/models
 fi
-if [ -n "${TEST_FILTER-CudaModel*}" ]; then
-  run timeout "${T_TESTS:-240}" ./build-cuda/kite_cuda_tests --gtest_filter="${TEST_FILTER:-CudaModel*}"
+if [ -n "${TEST_FILTER-x}" ]; then
+  run timeout "${T_TESTS:-240}" ./build-cuda/kite_cuda_tests --gtest_filter="${TEST_FILTER:-*CudaModel*:*CudaLinear*}"
 fi
 
 LLAMA=tools/bench/configs/llama3_8b

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "kernels/cuda/attention/paged_attention.h"
 #include "kernels/cuda/backend/row_ops.h"
@@ -12,6 +13,8 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/gemm/blaslt.h"
 #include "kernels/cuda/gemm/head_linear.h"
+#include "kernels/cuda/moe/moe_dispatch.h"
+#include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/stream.h"
 #include "model/weight_store.h"
 
@@ -53,6 +56,8 @@ class CudaBackend final : public Backend {
     cudaEventDestroy(upload_done_);
   }
 
+  using Backend::empty;  // the compute-dtype overloads, hidden by the overrides below
+  using Backend::zeros;
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return std::string("cuda (") + device_properties().name + ")"; }
   DType compute_dtype() const override { return DType::kBF16; }
@@ -178,6 +183,28 @@ class CudaBackend final : public Backend {
                         const Tensor& weights) override {
     cuda::scatter_add_rows(out, y, rows, weights, stream_);
   }
+  void moe_experts(const Tensor& x, const Tensor& logits, const ops::MoeRoutingParams& params,
+                   const Tensor& gate_up, const Tensor& down, Tensor& out) override {
+    const int64_t t = x.size(0), d = x.size(1), k = params.top_k;
+    const int64_t experts = gate_up.size(0), inter = down.size(2);
+    if (d % 8 != 0 || inter % 8 != 0)  // the grouped GEMM's tiles need both
+      return Backend::moe_experts(x, logits, params, gate_up, down, out);
+    // Routing, permutation, both expert GEMMs and the combine stay on the device: no sync.
+    ops::MoeRoutingParams p = params;
+    if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);
+    Tensor ids = empty({t, k}, DType::kI32), weights = empty({t, k}, DType::kF32);
+    cuda::moe_route(logits, p, ids, weights, stream_);
+    moe_permute(ids, experts, perm_, stream_);
+    Tensor xp = empty({t * k, d});
+    moe_gather(x, perm_, xp, stream_);
+    Tensor gu = empty({t * k, 2 * inter});
+    moe_grouped_linear(xp, gate_up, perm_, gu, stream_);
+    Tensor act = empty({t * k, inter});
+    cuda::silu_mul(gu, act, stream_);
+    Tensor yp = empty({t * k, d});
+    moe_grouped_linear(act, down, perm_, yp, stream_);
+    moe_combine(yp, weights, perm_, out, stream_);
+  }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,
                  std::vector<int32_t>& ids, std::vector<float>& weights) override {
     // The expert grouping is planned on the host, so the ids must come back anyway; routing
@@ -215,6 +242,14 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  // A host F32 vector (MoE correction bias) copied to the device once, kept by its address.
+  const Tensor& device_vector(const Tensor& host) {
+    auto it = vectors_.find(host.raw());
+    if (it == vectors_.end())
+      it = vectors_.emplace(host.raw(), to_device(host, DType::kF32, stream_)).first;
+    return it->second;
+  }
+
   struct StepData {
     Tensor token_ids, slots, cos, sin;
     PagedAttentionArgs attention;
@@ -229,6 +264,8 @@ class CudaBackend final : public Backend {
   PinnedBuffer staging_;
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
+  MoePermutation perm_;
+  std::map<const void*, Tensor> vectors_;
 };
 
 void CudaBackend::begin_step(const ForwardBatch& batch, const Tensor& cos, const Tensor& sin,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/gemv.h"
 
 namespace kite::cuda {
 
@@ -136,6 +137,10 @@ void linear(BlasLtContext& ctx, const Tensor& x, const Tensor& weight, const Ten
         "bias " + shape_to_string(bias->shape()) + " must have " + std::to_string(n) + " values");
   }
   if (m == 0 || n == 0) return;
+  if (gemv_applies(x, weight, y)) {  // decode shapes: a W stream beats cuBLASLt there
+    gemv(x, weight, bias, y, m, stream);
+    return;
+  }
   const BlasLtContext::PlanKey key{m,
                                    n,
                                    k,

@@ -1,0 +1,118 @@
+#include "kernels/cuda/gemm/gemv.h"
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace kite::cuda {
+namespace {
+
+constexpr int kWarps = 8;   // output features per block
+constexpr int kUnroll = 4;  // 16-byte W loads in flight per lane
+
+__device__ __forceinline__ void dot8(const uint4& w, const uint4& x, float& acc) {
+  const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const auto* xp = reinterpret_cast<const __nv_bfloat162*>(&x);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = __bfloat1622float2(wp[i]);
+    const float2 b = __bfloat1622float2(xp[i]);
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+  }
+}
+
+template <int M, typename TOut>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                const TOut* __restrict__ bias, TOut* __restrict__ y, int64_t n, int64_t k) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (row >= n) return;
+  const int64_t k8 = k / 8;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  int64_t i = lane;
+  for (; i + 32 * (kUnroll - 1) < k8; i += 32 * kUnroll) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, not cached
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int m = 0; m < M; ++m) dot8(wv[u], __ldg(xr + m * k8 + i + 32 * u), acc[m]);
+  }
+  for (; i < k8; i += 32) {
+    const uint4 wv = __ldcs(wr + i);
+#pragma unroll
+    for (int m = 0; m < M; ++m) dot8(wv, __ldg(xr + m * k8 + i), acc[m]);
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float v = acc[m];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    acc[m] = v;
+  }
+  if (lane == 0) {
+    const float b = bias ? to_float(bias[row]) : 0.0f;
+#pragma unroll
+    for (int m = 0; m < M; ++m) y[m * n + row] = from_float<TOut>(acc[m] + b);
+  }
+}
+
+template <typename TOut>
+void launch(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t m,
+            cudaStream_t stream) {
+  const int64_t n = w.size(0), k = w.size(1);
+  const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps));
+  const bf16* xp = x.data<bf16>();
+  const bf16* wp = w.data<bf16>();
+  const TOut* bp = bias ? bias->data<TOut>() : nullptr;
+  TOut* yp = y.data<TOut>();
+  switch (m) {
+#define KITE_GEMV_CASE(R) \
+  case R:                 \
+    gemv_kernel<R, TOut><<<grid, kWarps * 32, 0, stream>>>(xp, wp, bp, yp, n, k); \
+    break;
+    KITE_GEMV_CASE(1)
+    KITE_GEMV_CASE(2)
+    KITE_GEMV_CASE(3)
+    KITE_GEMV_CASE(4)
+    KITE_GEMV_CASE(5)
+    KITE_GEMV_CASE(6)
+    KITE_GEMV_CASE(7)
+    KITE_GEMV_CASE(8)
+#undef KITE_GEMV_CASE
+    default:
+      throw std::invalid_argument("gemv: M must be in [1, 8]");
+  }
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y) {
+  if (x.dtype() != DType::kBF16 || weight.dtype() != DType::kBF16) return false;
+  if (y.dtype() != DType::kBF16 && y.dtype() != DType::kF32) return false;
+  const int64_t k = weight.size(1);
+  if (k <= 0 || k % 8 != 0) return false;
+  const int64_t m = x.numel() / k;
+  if (m < 1 || m > kGemvMaxRows) return false;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return aligned(x.raw()) && aligned(weight.raw());
+}
+
+void gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y, int64_t m,
+          cudaStream_t stream) {
+  if (y.dtype() == DType::kF32)
+    launch<float>(x, weight, bias, y, m, stream);
+  else
+    launch<bf16>(x, weight, bias, y, m, stream);
+}
+
+}  // namespace kite::cuda
