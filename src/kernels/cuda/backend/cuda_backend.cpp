@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -209,7 +210,8 @@ class CudaBackend final : public Backend {
                    const Tensor& gate_up, const Tensor& down, Tensor& out) override {
     const int64_t t = x.size(0), d = x.size(1), k = params.top_k;
     const int64_t experts = gate_up.size(0), inter = down.size(2);
-    if (d % 8 != 0 || inter % 8 != 0)  // the grouped GEMM's tiles need both
+    static const bool host_moe = std::getenv("KITE_CUDA_MOE_HOST") != nullptr;  // A/B switch
+    if (host_moe || d % 8 != 0 || inter % 8 != 0)  // the grouped GEMM's tiles need both
       return Backend::moe_experts(x, logits, params, gate_up, down, out);
     // Routing, permutation, both expert GEMMs and the combine stay on the device: no sync.
     ops::MoeRoutingParams p = params;

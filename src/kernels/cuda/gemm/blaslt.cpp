@@ -7,6 +7,7 @@
 #include "kernels/cuda/gemm/blaslt.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
@@ -137,7 +138,8 @@ void linear(BlasLtContext& ctx, const Tensor& x, const Tensor& weight, const Ten
         "bias " + shape_to_string(bias->shape()) + " must have " + std::to_string(n) + " values");
   }
   if (m == 0 || n == 0) return;
-  if (gemv_applies(x, weight, y)) {  // decode shapes: a W stream beats cuBLASLt there
+  static const bool gemv_off = std::getenv("KITE_CUDA_NO_GEMV") != nullptr;  // A/B switch
+  if (!gemv_off && gemv_applies(x, weight, y)) {  // decode shapes: a W stream beats cuBLASLt there
     gemv(x, weight, bias, y, m, stream);
     return;
   }
