@@ -98,7 +98,8 @@ TEST_P(ModelFixture, GreedyContinuationMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, ModelFixture,
-                         ::testing::Values("llama3", "qwen2", "deepseek_v2", "deepseek_v3"));
+                         ::testing::Values("llama3", "qwen2", "deepseek_v2", "deepseek_v3",
+                                           "deepseek_v2_all_experts", "deepseek_v3_all_experts"));
 
 }  // namespace
 }  // namespace kite
