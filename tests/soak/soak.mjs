@@ -284,7 +284,7 @@ async function main() {
     ttft_ms: { p50: quantile(stats.ttfts, 0.5), p99: quantile(stats.ttfts, 0.99) },
     preemptions: metric(metrics, 'kite_num_preemptions_total'),
     kv_cache_usage_after: metric(metrics, 'kite_kv_cache_usage_ratio'),
-    rss_mb: rss.map(([t, m]) => [t, Number(m.toFixed(1))]),
+    rss_mb: rss.map(([t, m]) => `${t}s:${m.toFixed(1)}`).join(' '),
     rss_growth_after_warmup_mb: Number(rssGrowth.toFixed(1)),
     sigterm_burst: `${burstOk}/${args.burst} streams completed, exit ${exit.code}`,
     integrity: integrity ? integrity[0] : null,
