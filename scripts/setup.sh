@@ -12,6 +12,7 @@ PKGS=(cmake ninja-build g++ pkg-config
       libpcre2-dev libxxhash-dev libopenblas-openmp-dev
       libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
       curl        # the byte-level SSE test (tests/e2e/server/sse_curl_test.sh)
+      clang libclang-rt-14-dev  # libFuzzer targets (scripts/fuzz.sh, tests/fuzz)
       chromium    # headless browser for the web page's test (tests/e2e/web)
       prometheus)  # promtool, for the /metrics format test
 missing=()

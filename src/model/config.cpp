@@ -418,7 +418,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (1e999)
     return invalid_argument(source + ": malformed JSON: " + e.what());
   }
   if (!root.is_object())

@@ -116,7 +116,7 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* file_bytes, si
   json header;
   try {
     header = json::parse(file_bytes + 8, file_bytes + 8 + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (1e999)
     return corrupt(path + ": safetensors header is not valid JSON: " + e.what());
   }
   if (!header.is_object())

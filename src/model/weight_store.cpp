@@ -213,7 +213,7 @@ Status WeightStore::add_index(const std::string& index_path) {
   nlohmann::json index;
   try {
     index = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e999)
     return corrupt(index_path + ": not valid JSON: " + e.what());
   }
   auto wm = index.is_object() ? index.find("weight_map") : index.end();

@@ -51,6 +51,13 @@ ApiError payload_too_large(size_t limit_bytes) {
                   "invalid_request_error", std::nullopt, "request_too_large"};
 }
 
+ApiError headers_too_large(size_t limit_bytes) {
+  return ApiError{431,
+                  "The request line and headers are larger than the server's limit of " +
+                      std::to_string(limit_bytes) + " bytes (--max-header-bytes)",
+                  "invalid_request_error", std::nullopt, "request_header_fields_too_large"};
+}
+
 ApiError route_not_found(const std::string& method, const std::string& path) {
   return ApiError{404, "No route for " + method + " " + path, "not_found_error", std::nullopt,
                   "not_found"};

@@ -29,6 +29,7 @@ ApiError unauthorized();
 ApiError too_many_requests(std::string message);
 ApiError service_unavailable(std::string message);
 ApiError payload_too_large(size_t limit_bytes);
+ApiError headers_too_large(size_t limit_bytes);  // 431
 ApiError route_not_found(const std::string& method, const std::string& path);
 ApiError method_not_allowed(const std::string& method, const std::string& path,
                             const std::string& allow);

@@ -8,11 +8,13 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <csignal>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -146,7 +148,8 @@ awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
   const Poster post = [ex](std::function<void()> fn) { asio::post(ex, std::move(fn)); };
   for (;;) {
     http::request_parser<http::string_body> parser;
-    parser.header_limit(64 * 1024);
+    parser.header_limit(static_cast<std::uint32_t>(
+        std::min<size_t>(config.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
     parser.body_limit(config.max_request_body_bytes);
     error_code ec;
     stream.expires_after(seconds(config.idle_timeout_s));
@@ -161,6 +164,11 @@ awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream) {
       co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec == http::error::body_limit) {
       co_await reject_oversized(stream, buffer, version);
+      break;
+    }
+    if (ec == http::error::header_limit) {  // the rest of the stream cannot be parsed: close
+      co_await write_response(stream, headers_too_large(config.max_header_bytes).to_response(),
+                              false, version);
       break;
     }
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||

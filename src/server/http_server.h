@@ -2,12 +2,12 @@
 //
 // Design: one io_context run by a small pool of threads (2 by default). Each connection is one
 // C++20 coroutine bound to its own strand — no thread per client — reading requests (keep-
-// alive, 100-continue, a body size limit answered with 413), handing them to the Router and
-// writing the replies. Generation replies are GenerationJobs: the engine thread posts their
-// events onto the connection's strand, and the coroutine sleeps on a timer the job cancels when
-// it has bytes to send. SSE streams use chunked transfer, one chunk per wake-up (all events
-// ready by then). While a job runs, an async_wait on the socket notices a client that hung up
-// (EOF/RST) even when nothing is being written, and the job is cancelled (engine abort).
+// alive, 100-continue, a body size limit answered with 413, a header size limit with 431), handing
+// them to the Router and writing the replies. Generation replies are GenerationJobs: the engine
+// thread posts their events onto the connection's strand, and the coroutine sleeps on a timer the
+// job cancels when it has bytes to send. SSE streams use chunked transfer, one chunk per wake-up
+// (all events ready by then). While a job runs, an async_wait on the socket notices a client that
+// hung up (EOF/RST) even when nothing is being written, and the job is cancelled (engine abort).
 //
 // Shutdown: SIGTERM/SIGINT start a drain — the Router answers new generation requests (and
 // /health) with 503, in-flight requests finish — then run() returns once no request is being
@@ -27,8 +27,12 @@ struct HttpServerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: the OS picks a free port (see HttpServer::port())
   int num_threads = 2;
-  size_t max_request_body_bytes = 8u << 20;
-  double idle_timeout_s = 60;    // a keep-alive connection with no request for this long is closed
+  size_t max_request_body_bytes = 8u << 20;  // larger bodies get 413
+  size_t max_header_bytes = 64u << 10;       // a larger request line + headers gets 431
+  // A connection must send each complete request (headers and body) within this long of the
+  // previous one, or it is closed: an idle keep-alive connection, and a slow client trickling
+  // bytes (slowloris), hold a socket no longer than this.
+  double idle_timeout_s = 60;
   double write_timeout_s = 60;   // a client that accepts no bytes for this long is dropped
   double drain_timeout_s = 600;  // after a signal, wait at most this long for in-flight requests
 };

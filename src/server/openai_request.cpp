@@ -94,11 +94,17 @@ std::optional<ApiError> normalize_content(Json& message, size_t i) {
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const Json& j, GenerationRequest* out) {
+std::optional<ApiError> parse_messages(const Json& j, const RequestLimits& limits,
+                                       GenerationRequest* out) {
   auto it = j.find("messages");
   if (it == j.end() || it->is_null()) return bad_request("'messages' is required", "messages");
   if (!it->is_array() || it->empty())
     return Fields::type_error("messages", "a non-empty array of messages");
+  if (it->size() > limits.max_messages)
+    return bad_request("'messages' has " + std::to_string(it->size()) +
+                           " messages; the server's limit is " +
+                           std::to_string(limits.max_messages) + " (--max-messages)",
+                       "messages");
   out->messages = *it;
   for (size_t i = 0; i < out->messages.size(); ++i) {
     Json& m = out->messages[i];
@@ -156,7 +162,8 @@ std::optional<ApiError> parse_prompt(const Json& j, GenerationRequest* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_stop(const Fields& f, SamplingParams* s) {
+std::optional<ApiError> parse_stop(const Fields& f, const RequestLimits& limits,
+                                   SamplingParams* s) {
   if (const Json* v = f.get("stop")) {
     if (v->is_string()) {
       s->stop.push_back(v->get<std::string>());
@@ -168,11 +175,25 @@ std::optional<ApiError> parse_stop(const Fields& f, SamplingParams* s) {
     } else {
       return Fields::type_error("stop", "a string or an array of strings");
     }
-    for (const auto& x : s->stop)
+    if (s->stop.size() > limits.max_stop_strings)
+      return bad_request("'stop' has " + std::to_string(s->stop.size()) +
+                             " strings; the server's limit is " +
+                             std::to_string(limits.max_stop_strings) + " (--max-stop-strings)",
+                         "stop");
+    for (const auto& x : s->stop) {
       if (x.empty()) return bad_request("'stop' strings must not be empty", "stop");
+      if (x.size() > limits.max_stop_bytes)
+        return bad_request("a 'stop' string is longer than the server's limit of " +
+                               std::to_string(limits.max_stop_bytes) + " bytes",
+                           "stop");
+    }
   }
   if (const Json* v = f.get("stop_token_ids")) {
     if (!v->is_array()) return Fields::type_error("stop_token_ids", "an array of integers");
+    if (v->size() > limits.max_stop_token_ids)
+      return bad_request("'stop_token_ids' has more than " +
+                             std::to_string(limits.max_stop_token_ids) + " entries",
+                         "stop_token_ids");
     for (const Json& x : *v) {
       if (!x.is_number_integer())
         return Fields::type_error("stop_token_ids", "an array of integers");
@@ -202,7 +223,8 @@ std::optional<ApiError> parse_logprobs(ApiKind kind, const Fields& f, SamplingPa
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_sampling(ApiKind kind, const Fields& f, GenerationRequest* out) {
+std::optional<ApiError> parse_sampling(ApiKind kind, const Fields& f, const RequestLimits& limits,
+                                       GenerationRequest* out) {
   SamplingParams& s = out->sampling;
   for (auto [name, dst] : {std::pair{"temperature", &s.temperature},
                            {"top_p", &s.top_p},
@@ -227,7 +249,7 @@ std::optional<ApiError> parse_sampling(ApiKind kind, const Fields& f, Generation
   for (const char* name : {"max_tokens", "max_completion_tokens"})
     if (auto e = f.integer(name, 1, std::numeric_limits<int32_t>::max(), &max_tokens)) return e;
   if (max_tokens > 0) s.max_tokens = static_cast<int32_t>(max_tokens);
-  if (auto e = parse_stop(f, &s)) return e;
+  if (auto e = parse_stop(f, limits, &s)) return e;
   if (auto e = parse_logprobs(kind, f, &s)) return e;
   if (auto e = f.boolean("ignore_eos", &s.ignore_eos)) return e;
   if (Status st = s.validate(); !st.ok()) {
@@ -238,16 +260,17 @@ std::optional<ApiError> parse_sampling(ApiKind kind, const Fields& f, Generation
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_options(const Fields& f, GenerationRequest* out) {
+std::optional<ApiError> parse_options(const Fields& f, const RequestLimits& limits,
+                                      GenerationRequest* out) {
   if (const Json* m = f.get("model")) {
     if (!m->is_string()) return Fields::type_error("model", "a string");
     out->model = m->get<std::string>();
   }
   int64_t n = 1;
-  if (auto e = f.integer("n", 1, kMaxChoices, &n)) return e;
+  if (auto e = f.integer("n", 1, limits.max_choices, &n)) return e;
   out->n = static_cast<int32_t>(n);
   int64_t best_of = n;
-  if (auto e = f.integer("best_of", 1, kMaxChoices, &best_of)) return e;
+  if (auto e = f.integer("best_of", 1, limits.max_choices, &best_of)) return e;
   if (best_of != n) return bad_request("'best_of' different from 'n' is not supported", "best_of");
   bool echo = false;
   if (auto e = f.boolean("echo", &echo)) return e;
@@ -275,21 +298,23 @@ std::optional<ApiError> parse_options(const Fields& f, GenerationRequest* out) {
 }  // namespace
 
 std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
-                                                 GenerationRequest* out) {
+                                                 GenerationRequest* out,
+                                                 const RequestLimits& limits) {
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad_request("The request body is not valid JSON");
   if (!j.is_object()) return bad_request("The request body must be a JSON object");
   out->kind = kind;
   out->template_extra = Json::object();
   Fields f(j);
-  if (auto e = parse_options(f, out)) return e;
-  if (auto e = kind == ApiKind::kChat ? parse_messages(j, out) : parse_prompt(j, out)) return e;
+  if (auto e = parse_options(f, limits, out)) return e;
+  if (auto e = kind == ApiKind::kChat ? parse_messages(j, limits, out) : parse_prompt(j, out))
+    return e;
   const int64_t choices = static_cast<int64_t>(out->n) * std::max<size_t>(out->prompts.size(), 1);
-  if (choices > kMaxChoices)
-    return bad_request("n x number of prompts must be at most " + std::to_string(kMaxChoices) +
-                           ", got " + std::to_string(choices),
+  if (choices > limits.max_choices)
+    return bad_request("n x number of prompts must be at most " +
+                           std::to_string(limits.max_choices) + ", got " + std::to_string(choices),
                        "n");
-  return parse_sampling(kind, f, out);
+  return parse_sampling(kind, f, limits, out);
 }
 
 }  // namespace kite::server

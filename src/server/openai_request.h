@@ -46,8 +46,20 @@ struct GenerationRequest {
 // The most choices one request may ask for (n x number of prompts).
 inline constexpr int32_t kMaxChoices = 128;
 
+// Bounds on what one request may ask for (`kite serve` flags), so that a hostile or broken
+// client costs a quick 400 instead of engine time. The body size and max_tokens are bounded
+// elsewhere (HttpServerConfig, and prompt + max_tokens <= max_model_len in the engine).
+struct RequestLimits {
+  int64_t max_choices = kMaxChoices;  // n x number of prompts
+  size_t max_messages = 1024;         // chat messages
+  size_t max_stop_strings = 16;       // 'stop' entries (OpenAI itself allows 4)
+  size_t max_stop_bytes = 1024;       // length of one stop string
+  size_t max_stop_token_ids = 1024;   // 'stop_token_ids' entries
+};
+
 // Parses and validates a request body; nullopt on success.
 std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
-                                                 GenerationRequest* out);
+                                                 GenerationRequest* out,
+                                                 const RequestLimits& limits = {});
 
 }  // namespace kite::server

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -58,6 +59,40 @@ Router::Router(RouterConfig config, Engine* engine, const PromptRenderer* render
       renderer_(renderer),
       started_at_(unix_seconds()) {
   id_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (config_.max_prompt_bytes == 0 && engine_) {
+    // Byte-level BPE: the tokens of a text cover exactly its (normalized) bytes, so a text
+    // longer than max_model_len x the longest token cannot fit. NFC composition shrinks text
+    // at most 3x (Hangul jamo L+V+T, 9 bytes -> one 3-byte syllable); invalid UTF-8 only
+    // grows (U+FFFD), and a chat template only adds text.
+    const Tokenizer& tok = engine_->tokenizer();
+    size_t longest = 1;
+    for (int32_t id = 0; id < tok.vocab_size(); ++id)
+      longest = std::max(longest, tok.token_bytes(id).size());
+    // Whether the tokenizer normalizes: NFC composes "e" + U+0301 into U+00E9.
+    const std::string decomposed = "e\xCC\x81";
+    const bool nfc = tok.decode(tok.encode(decomposed, false), false) != decomposed;
+    config_.max_prompt_bytes =
+        (nfc ? 3 : 1) * longest * static_cast<size_t>(engine_->max_model_len());
+  }
+}
+
+std::optional<ApiError> Router::check_prompt_size(const GenerationRequest& g) const {
+  size_t bytes = 0;
+  if (g.kind == ApiKind::kChat) {
+    for (const Json& m : g.messages)
+      if (auto c = m.find("content"); c != m.end() && c->is_string())
+        bytes += c->get_ref<const std::string&>().size();
+  } else {
+    for (const PromptInput& in : g.prompts) bytes = std::max(bytes, in.text ? in.text->size() : 0);
+  }
+  if (bytes <= config_.max_prompt_bytes) return std::nullopt;
+  ApiError e =
+      bad_request("The prompt has " + std::to_string(bytes) + " bytes, more than the " +
+                      std::to_string(engine_->max_model_len()) + "-token context can hold (limit " +
+                      std::to_string(config_.max_prompt_bytes) + " bytes)",
+                  g.kind == ApiKind::kChat ? "messages" : "prompt");
+  e.code = "context_length_exceeded";
+  return e;
 }
 
 std::string Router::new_id(const char* prefix) {
@@ -97,8 +132,9 @@ Reply Router::generate(ApiKind kind, const HttpRequest& req, const Poster& post)
   };
   const auto arrival = std::chrono::steady_clock::now();
   GenerationRequest g;
-  if (auto e = parse_generation_request(kind, req.body, &g))
+  if (auto e = parse_generation_request(kind, req.body, &g, config_.limits))
     return fail(*e, FailureReason::kBadRequest);
+  if (auto e = check_prompt_size(g)) return fail(*e, FailureReason::kBadRequest);
   if (g.model && *g.model != config_.served_model_name)
     return fail(model_not_found(*g.model), FailureReason::kBadRequest);
   if (draining())

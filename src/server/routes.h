@@ -29,6 +29,12 @@ namespace kite::server {
 struct RouterConfig {
   std::string served_model_name;  // what /v1/models lists and requests must name
   std::string api_key;            // empty: no authentication
+  RequestLimits limits;
+  // A prompt (text, or the chat messages' contents together) longer than this many bytes is
+  // refused with 400 before it is tokenized, so a huge prompt costs no tokenizer time on an
+  // io thread. 0: derived from the model, as the bytes max_model_len tokens can cover at
+  // most (x3 when the tokenizer NFC-normalizes), so no prompt that would fit is refused.
+  size_t max_prompt_bytes = 0;
 };
 
 class Router {
@@ -47,6 +53,7 @@ class Router {
 
  private:
   Reply generate(ApiKind kind, const HttpRequest& request, const Poster& post);
+  std::optional<ApiError> check_prompt_size(const GenerationRequest& g) const;
   HttpResponse tokenize(const HttpRequest& request) const;
   HttpResponse detokenize(const HttpRequest& request) const;
   HttpResponse models() const;

@@ -81,7 +81,9 @@ std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::strin
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       s->exited_ = true;
-      *error = "kite serve exited early:\n" + s->log();
+      if (s->reader_.joinable()) s->reader_.join();  // the whole log: the pipe is closed now
+      *error = "kite serve exited early with status " +
+               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ":\n" + s->log();
       return nullptr;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -112,6 +112,21 @@ TEST(WeightStoreErrors, HeaderParserRejectsTruncatedBuffersDirectly) {
   EXPECT_EQ(ok->metadata.at("format"), "pt");
 }
 
+// A number out of double range in the header (found by tests/fuzz/fuzz_safetensors): nlohmann
+// throws out_of_range there, which once escaped the parser as an exception; now kCorrupt.
+TEST(WeightStoreErrors, OutOfRangeNumberInHeaderIsCorrupt) {
+  for (const std::string& header :
+       {std::string(R"({"w": {"dtype": 1e999, "shape": [1], "data_offsets": [0, 4]}})"),
+        std::string(R"({"w": {"dtype": "F32", "shape": [-1e400], "data_offsets": [0, 4]}})")}) {
+    const std::string bytes = test::make_file_image(header, std::string(4, '\x5a'));
+    auto r = parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                      bytes.size(), "/m/x.safetensors");
+    ASSERT_FALSE(r.ok()) << header;
+    EXPECT_EQ(r.status().code(), ErrorCode::kCorrupt);
+    EXPECT_NE(r.status().message().find("/m/x.safetensors"), std::string::npos);
+  }
+}
+
 TEST(WeightStoreErrors, MissingTensorAndShapeMismatch) {
   TempDir dir;
   test::write_file(dir / "model.safetensors",

@@ -160,3 +160,52 @@ TEST(OpenAIRequest, ErrorsNameTheParameter) {
 
 }  // namespace
 }  // namespace kite::server
+
+namespace kite::server {
+namespace {
+
+// Each limit of RequestLimits, at random sizes: exactly at the limit is accepted, one over is
+// a 400 naming the parameter.
+TEST(OpenAIRequest, RequestLimitsAcceptAtTheLimitAndRefuseOneOver) {
+  std::mt19937 rng(8);
+  for (int trial = 0; trial < 20; ++trial) {
+    RequestLimits limits;
+    limits.max_messages = 1 + rng() % 40;
+    limits.max_stop_strings = 1 + rng() % 10;
+    limits.max_stop_bytes = 1 + rng() % 64;
+    limits.max_stop_token_ids = 1 + rng() % 50;
+    limits.max_choices = 1 + rng() % 16;
+    auto check = [&](ApiKind kind, const Json& body, const char* param, bool over) {
+      GenerationRequest g;
+      auto e = parse_generation_request(kind, body.dump(), &g, limits);
+      if (!over) {
+        EXPECT_FALSE(e.has_value()) << body.dump() << " -> " << e->message;
+        return;
+      }
+      ASSERT_TRUE(e.has_value()) << body.dump();
+      EXPECT_EQ(e->status, 400);
+      EXPECT_EQ(e->param, param) << e->message;
+    };
+    for (bool over : {false, true}) {
+      Json msgs = Json::array();
+      for (size_t i = 0; i < limits.max_messages + over; ++i)
+        msgs.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "m"}});
+      check(ApiKind::kChat, {{"messages", msgs}}, "messages", over);
+      Json stops = Json::array();
+      for (size_t i = 0; i < limits.max_stop_strings + over; ++i)
+        stops.push_back("s" + std::to_string(i));
+      check(ApiKind::kCompletion, {{"prompt", "x"}, {"stop", stops}}, "stop", over);
+      check(ApiKind::kCompletion,
+            {{"prompt", "x"}, {"stop", std::string(limits.max_stop_bytes + over, 'q')}}, "stop",
+            over);
+      check(ApiKind::kCompletion,
+            {{"prompt", "x"},
+             {"stop_token_ids", std::vector<int>(limits.max_stop_token_ids + over, 3)}},
+            "stop_token_ids", over);
+      check(ApiKind::kCompletion, {{"prompt", "x"}, {"n", limits.max_choices + over}}, "n", over);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kite::server
