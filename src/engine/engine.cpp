@@ -7,6 +7,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "quant/calibration.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/byte_level.h"
 
@@ -73,6 +74,13 @@ Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
   return byte_placeholder_tokenizer();
 }
 
+// The model's cache layout in the dtype --kv-cache-dtype asks for.
+KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
+  KvCacheSpec spec = model.kv_cache_spec();
+  if (config.kv_cache_dtype == KvCacheDtype::kFp8) spec.dtype = DType::kF8E4M3;
+  return spec;
+}
+
 std::string finish_name(sched::RequestStatus s) {
   switch (s) {
     case sched::RequestStatus::kFinishedStopped:
@@ -90,9 +98,14 @@ std::string finish_name(sched::RequestStatus s) {
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, load_tokenizer(config));
-  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                        load_model(config.model_dir, LoadOptions{config.load_format, 0}));
-  const KvCacheSpec spec = model->kv_cache_spec();
+  LoadOptions load;
+  load.load_format = config.load_format;
+  load.quantization = config.quantization;
+  load.kv_cache_dtype = config.kv_cache_dtype;
+  load.calibration_text = config.calibration_text;
+  load.smoothquant_alpha = config.smoothquant_alpha;
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(config.model_dir, load));
+  const KvCacheSpec spec = engine_kv_spec(*model, config);
   const int64_t num_blocks =
       KvCache::blocks_for_budget(spec, config.block_size, config.kv_cache_memory_bytes);
   sched::SchedulerConfig sc;
@@ -127,7 +140,7 @@ Engine::Engine(EngineConfig config, std::unique_ptr<Model> model, Tokenizer toke
     : config_(std::move(config)),
       model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
-      cache_(model_->kv_cache_spec(), num_blocks, config_.block_size),
+      cache_(engine_kv_spec(*model_, config_), num_blocks, config_.block_size),
       runner_(*model_, cache_),
       scheduler_(std::move(scheduler)) {
   eos_ids_ = collect_eos_ids(config_.model_dir, model_->config(), tokenizer_);

@@ -21,6 +21,11 @@ struct EngineConfig {
   int32_t max_waiting = 1024;                   // --max-waiting: queue bound (HTTP 429 beyond)
   int32_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
+  // --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha (quant/).
+  QuantMethod quantization = QuantMethod::kNone;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  std::string calibration_text;
+  double smoothquant_alpha = 0.5;
 };
 
 }  // namespace kite

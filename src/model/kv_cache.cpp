@@ -6,16 +6,20 @@ namespace kite {
 
 int64_t KvCacheSpec::bytes_per_token() const {
   int64_t per_layer = num_kv_heads * (k_head_dim + (shares_kv ? 0 : v_head_dim));
-  return num_layers * per_layer * static_cast<int64_t>(sizeof(float));
+  return num_layers * per_layer * static_cast<int64_t>(dtype_size(dtype));
 }
 
 KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size)
-    : spec_(spec), num_blocks_(num_blocks), block_size_(block_size) {
+    : spec_(spec),
+      num_blocks_(num_blocks),
+      block_size_(block_size),
+      k_scale_(spec.num_layers, 1.0f),
+      v_scale_(spec.num_layers, 1.0f) {
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     // Zeroed so a slot read before it is written (a bug) gives zeros, never garbage/NaN.
-    k_.push_back(Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}));
+    k_.push_back(Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}, spec.dtype));
     if (!spec.shares_kv)
-      v_.push_back(Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}));
+      v_.push_back(Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}, spec.dtype));
   }
 }
 

@@ -20,8 +20,10 @@ struct KvCacheSpec {
   int64_t k_head_dim = 0;
   int64_t v_head_dim = 0;
   bool shares_kv = false;  // MLA: values are read from the k (latent) cache
+  // F32, or F8_E4M3 (--kv-cache-dtype fp8): stored as fp8(x / scale) with per-layer scales.
+  DType dtype = DType::kF32;
 
-  // Bytes one token occupies across all layers (fp32 on the CPU).
+  // Bytes one token occupies across all layers.
   int64_t bytes_per_token() const;
 };
 
@@ -38,6 +40,13 @@ class KvCache {
   int64_t block_size() const { return block_size_; }
   Tensor& k(int64_t layer) { return k_[layer]; }
   Tensor& v(int64_t layer) { return spec_.shares_kv ? k_[layer] : v_[layer]; }
+  // Per-layer dequantization scales of an FP8 cache (1.0 unless set; an F32 cache ignores them).
+  float k_scale(int64_t layer) const { return k_scale_[layer]; }
+  float v_scale(int64_t layer) const { return v_scale_[layer]; }
+  void set_scales(int64_t layer, float k_scale, float v_scale) {
+    k_scale_[layer] = k_scale;
+    v_scale_[layer] = v_scale;
+  }
 
  private:
   KvCacheSpec spec_;
@@ -45,6 +54,7 @@ class KvCache {
   int64_t block_size_ = 0;
   std::vector<Tensor> k_;
   std::vector<Tensor> v_;
+  std::vector<float> k_scale_, v_scale_;
 };
 
 }  // namespace kite

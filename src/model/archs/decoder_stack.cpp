@@ -35,6 +35,8 @@ Tensor DecoderStack::forward(const ForwardBatch& batch, KvCache& cache) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
+    ctx.attention.k_scale = cache.k_scale(static_cast<int64_t>(l));  // FP8 caches only
+    ctx.attention.v_scale = cache.v_scale(static_cast<int64_t>(l));
     Tensor attn_out = std::visit(
         [&](auto& attn) -> Tensor {
           using T = std::decay_t<decltype(attn)>;

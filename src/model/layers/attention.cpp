@@ -31,8 +31,8 @@ Tensor GqaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& k_
   Tensor v = v_proj_(x).view({t, num_kv_heads_, head_dim_});
   ops::rope(q, 0, head_dim_, ctx.cos, ctx.sin, ops::RopeStyle::kNeox);
   ops::rope(k, 0, head_dim_, ctx.cos, ctx.sin, ops::RopeStyle::kNeox);
-  ops::write_cache(k, ctx.batch->slot_mapping, k_cache);
-  ops::write_cache(v, ctx.batch->slot_mapping, v_cache);
+  ops::write_cache(k, ctx.batch->slot_mapping, k_cache, ctx.attention.k_scale);
+  ops::write_cache(v, ctx.batch->slot_mapping, v_cache, ctx.attention.v_scale);
   Tensor out = Tensor::empty({t, num_heads_, head_dim_});
   ops::PagedAttentionParams params = ctx.attention;
   params.scale = scale_;

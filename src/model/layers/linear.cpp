@@ -2,15 +2,72 @@
 
 #include <cstring>
 
+#include "kernels/quant_ops.h"
+#include "quant/activation_recorder.h"
+#include "quant/checkpoint_formats.h"
+#include "quant/quant_plan.h"
+
 namespace kite {
+namespace {
+
+// After the fp32 weight is loaded (the parts `keys` stacked by rows, `outs` rows each): report
+// each part to a calibration recorder, then let the store's plan smooth and/or quantize each
+// part (gate and up share their input, so they are smoothed alike and both quantized or not).
+Status finish_load(const WeightStore& weights, const std::vector<std::string>& keys,
+                   const std::vector<int64_t>& outs, Linear& l) {
+  ActivationRecorder* rec = active_recorder();
+  const QuantPlan* plan = weights.quant_plan();
+  if (!rec && !plan) return ok_status();
+  std::vector<QuantizedWeight> quantized;
+  int64_t row = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Tensor part = l.weight.slice_rows(row, row + outs[i]);
+    if (rec) rec->on_load(keys[i], part, l.weight.raw());
+    if (plan) {
+      KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> q, plan_linear(*plan, keys[i], part));
+      if (q) quantized.push_back(std::move(*q));
+    }
+    row += outs[i];
+  }
+  if (quantized.empty()) return ok_status();
+  if (quantized.size() != keys.size())
+    return internal_error("'" + keys[0] + "': the plan quantizes only some stacked parts");
+  KITE_ASSIGN_OR_RETURN(QuantizedWeight q, quantized.size() == 1
+                                               ? Result<QuantizedWeight>(std::move(quantized[0]))
+                                               : stack_quantized_rows(quantized));
+  l.quant = std::make_shared<const QuantizedWeight>(std::move(q));
+  l.weight = Tensor();
+  return ok_status();
+}
+
+}  // namespace
+
+Tensor Linear::operator()(const Tensor& x) const {
+  Tensor y = Tensor::empty({x.size(0), out_features()});
+  const Tensor* b = bias.defined() ? &bias : nullptr;
+  if (quant) {
+    ops::quantized_linear(x, *quant, b, y);
+    return y;
+  }
+  if (ActivationRecorder* rec = active_recorder()) rec->on_input(weight.raw(), x);
+  ops::linear(x, weight, b, y);
+  return y;
+}
 
 Result<Linear> Linear::load(const WeightStore& weights, const std::string& name, int64_t out,
                             int64_t in, bool with_bias) {
   Linear l;
-  KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(name + ".weight", {out, in}));
   if (with_bias) {
     KITE_ASSIGN_OR_RETURN(l.bias, weights.get_f32(name + ".bias", {out}));
   }
+  KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> stored,
+                        load_checkpoint_linear(weights, name, out, in));
+  if (stored) {
+    l.quant = std::make_shared<const QuantizedWeight>(std::move(*stored));
+    return l;
+  }
+  KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(name + ".weight", {out, in}));
+  KITE_RETURN_IF_ERROR(finish_load(weights, {name}, {out}, l));
   return l;
 }
 
@@ -20,6 +77,20 @@ Result<Linear> Linear::load_stacked(const WeightStore& weights,
   int64_t total = 0;
   for (int64_t o : outs) total += o;
   Linear l;
+  // A quantized checkpoint stores each part quantized: stack the parts' codes.
+  std::vector<QuantizedWeight> parts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> stored,
+                          load_checkpoint_linear(weights, names[i], outs[i], in));
+    if (stored) parts.push_back(std::move(*stored));
+  }
+  if (!parts.empty()) {
+    if (parts.size() != names.size())
+      return corrupt("'" + names[0] + "': some stacked parts are quantized and some are not");
+    KITE_ASSIGN_OR_RETURN(QuantizedWeight stacked, stack_quantized_rows(parts));
+    l.quant = std::make_shared<const QuantizedWeight>(std::move(stacked));
+    return l;
+  }
   l.weight = Tensor::empty({total, in});
   int64_t row = 0;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -27,11 +98,19 @@ Result<Linear> Linear::load_stacked(const WeightStore& weights,
     std::memcpy(l.weight.data<float>() + row * in, part.data<float>(), part.size_bytes());
     row += outs[i];
   }
+  KITE_RETURN_IF_ERROR(finish_load(weights, names, outs, l));
   return l;
 }
 
 Result<Tensor> load_vector(const WeightStore& weights, const std::string& name, int64_t size) {
-  return weights.get_f32(name, {size});
+  KITE_ASSIGN_OR_RETURN(Tensor v, weights.get_f32(name, {size}));
+  // SmoothQuant / AWQ fold 1/s into the norm whose output feeds the smoothed linears.
+  if (const QuantPlan* plan = weights.quant_plan()) {
+    auto it = plan->norm_divisors.find(name);
+    if (it != plan->norm_divisors.end() && static_cast<int64_t>(it->second.size()) == size)
+      for (int64_t i = 0; i < size; ++i) v.f32()[i] /= it->second[i];
+  }
+  return v;
 }
 
 }  // namespace kite

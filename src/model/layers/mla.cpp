@@ -73,7 +73,7 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
     std::memcpy(latent.data<float>() + i * width, c_kv.data<float>() + i * rank_, rank_ * 4);
   Tensor latent3 = latent.view({t, 1, width});
   ops::rope(latent3, rank_, rope_, ctx.cos, ctx.sin, ops::RopeStyle::kInterleaved);
-  ops::write_cache(latent3, ctx.batch->slot_mapping, latent_cache);
+  ops::write_cache(latent3, ctx.batch->slot_mapping, latent_cache, ctx.attention.k_scale);
 
   // Absorbed query per head: [W_UK^T q_nope | q_rope].
   Tensor q_abs = Tensor::empty({t, heads_, width});
@@ -95,6 +95,7 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   Tensor o_lat = Tensor::empty({t, heads_, width});
   ops::PagedAttentionParams params = ctx.attention;
   params.scale = scale_;
+  params.v_scale = params.k_scale;  // the latent rows are the values too
   ops::paged_attention(q_abs, latent_cache, latent_cache, params, o_lat);
 
   Tensor o = Tensor::empty({t, heads_ * v_dim_});
