@@ -38,7 +38,7 @@ QuantizedWeight quantize_fp8_per_channel(const Tensor& weight) {
   q.codes = Tensor::empty({n, k}, DType::kF8E4M3);
   q.scales = Tensor::empty({n});
   const float* w = weight.data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * k >= (1 << 20))
   for (int64_t r = 0; r < n; ++r) {
     const float* row = w + r * k;
     float amax = 0.0f;
@@ -80,7 +80,7 @@ QuantizedWeight quantize_fp8_block(const Tensor& weight, int64_t br, int64_t bc)
 
 void fake_quantize_fp8_rows(float* x, int64_t rows, int64_t cols, int64_t group) {
   if (group <= 0) group = cols;
-#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 15))
+#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 20))
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c0 = 0; c0 < cols; c0 += group) {
       float* v = x + r * cols + c0;

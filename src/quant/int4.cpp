@@ -22,7 +22,7 @@ QuantizedWeight quantize_int4_group(const Tensor& weight, int64_t group_size,
   q.scales = Tensor::empty({n, groups});
   q.zeros = Tensor::empty({n, groups}, DType::kU8);
   const float* w = weight.data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * k >= (1 << 20))
   for (int64_t r = 0; r < n; ++r) {
     uint8_t* c = q.codes.data<uint8_t>() + r * ((k + 1) / 2);
     for (int64_t g = 0; g < groups; ++g) {

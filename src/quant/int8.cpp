@@ -25,7 +25,7 @@ QuantizedWeight quantize_int8_per_channel(const Tensor& weight) {
   q.codes = Tensor::empty({n, k}, DType::kI8);
   q.scales = Tensor::empty({n});
   const float* w = weight.data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * k >= (1 << 20))
   for (int64_t r = 0; r < n; ++r) {
     const float* row = w + r * k;
     float amax = 0.0f;
@@ -39,7 +39,7 @@ QuantizedWeight quantize_int8_per_channel(const Tensor& weight) {
 }
 
 void fake_quantize_int8_rows(float* x, int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 15))
+#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 20))
   for (int64_t r = 0; r < rows; ++r) {
     float* v = x + r * cols;
     float amax = 0.0f;

@@ -17,6 +17,10 @@ constexpr const char* kOp = "quantized_linear";
 // Output rows dequantized at once: large enough for an efficient GEMM, small enough that the
 // fp32 tile (rows × K floats) stays a few MB for K up to ~8k.
 constexpr int64_t kTileRows = 256;
+// Dequantizing is a table lookup per weight; below this many weights per tile one thread does
+// it: an OpenMP team forked next to OpenBLAS's own threads spins and yields against them and
+// cost 2x end to end on kite-tiny's small expert GEMMs.
+constexpr int64_t kParallelDequantMin = 1 << 20;
 
 // x (with input_scale applied) as the kernel's activation quantization sees it, [m, k].
 std::vector<float> prepare_activations(const Tensor& x, const QuantizedWeight& w, int64_t m) {
@@ -74,7 +78,7 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
   for (int64_t n0 = 0; n0 < n; n0 += kTileRows) {
     const int64_t tn = std::min(kTileRows, n - n0);
     constexpr int64_t kChunk = 16;
-#pragma omp parallel for schedule(static) if (tn * k >= cpu::kParallelMinWork)
+#pragma omp parallel for schedule(static) if (tn * k >= kParallelDequantMin)
     for (int64_t c = 0; c < tn; c += kChunk)
       w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile.data() + c * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
