@@ -74,7 +74,8 @@ void add_quantization_flags(CLI::App* cmd, QuantMethod* method, KvCacheDtype* kv
            if (!d.ok()) throw CLI::ValidationError("--kv-cache-dtype", d.status().message());
            *kv_dtype = *d;
          },
-         "auto|fp8: store the KV cache in FP8 E4M3 (scale 1.0 per layer)")
+         "auto|fp8: store the KV cache in FP8 E4M3 (per-layer scales from --calibration-text, "
+         "else 1.0)")
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
   cmd->add_option("--calibration-text", *calibration_text,
                   "Text file for int8 (SmoothQuant) / awq calibration (first 4096 tokens)")

@@ -13,7 +13,8 @@ void add_quantize_command(CLI::App& app, CommandRunner* run) {
     LoadOptions load;
   };
   auto f = std::make_shared<Flags>();
-  auto* cmd = app.add_subcommand("quantize", "Write a quantized checkpoint (AWQ / compressed-tensors)");
+  auto* cmd =
+      app.add_subcommand("quantize", "Write a quantized checkpoint (AWQ / compressed-tensors)");
   cmd->add_option("--model", f->model_dir, "Hugging Face model folder (default: kite-tiny)");
   cmd->add_option("--out", f->out_dir, "Folder to write")->required();
   cmd->add_option_function<std::string>(

@@ -78,6 +78,8 @@ Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
 KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
   KvCacheSpec spec = model.kv_cache_spec();
   if (config.kv_cache_dtype == KvCacheDtype::kFp8) spec.dtype = DType::kF8E4M3;
+  spec.k_scales = config.kv_cache_k_scales;
+  spec.v_scales = config.kv_cache_v_scales;
   return spec;
 }
 
@@ -131,8 +133,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   spdlog::info("KV cache: {} blocks of {} tokens ({} tokens, {:.1f} MiB)", num_blocks,
                config.block_size, num_blocks * config.block_size,
                num_blocks * config.block_size * spec.bytes_per_token() / 1048576.0);
-  return std::unique_ptr<Engine>(
-      new Engine(config, std::move(model), std::move(tokenizer), std::move(scheduler), num_blocks));
+  EngineConfig engine_config = config;
+  if (config.kv_cache_dtype == KvCacheDtype::kFp8 && !config.calibration_text.empty()) {
+    KITE_ASSIGN_OR_RETURN(KvScales scales, calibrate_kv_scales(config.model_dir, load));
+    engine_config.kv_cache_k_scales = scales.k;
+    engine_config.kv_cache_v_scales = scales.v;
+  }
+  return std::unique_ptr<Engine>(new Engine(engine_config, std::move(model), std::move(tokenizer),
+                                            std::move(scheduler), num_blocks));
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<Model> model, Tokenizer tokenizer,

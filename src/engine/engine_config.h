@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/load_options.h"
 
@@ -26,6 +27,8 @@ struct EngineConfig {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   std::string calibration_text;
   double smoothquant_alpha = 0.5;
+  // FP8 KV scales per layer, k then v (filled by Engine::create from --calibration-text).
+  std::vector<float> kv_cache_k_scales, kv_cache_v_scales;
 };
 
 }  // namespace kite

@@ -274,7 +274,8 @@ Status read_quantization(const json& root, const std::string& source, ModelConfi
   if (method == "awq" || method == "gptq" || method == "compressed-tensors") return ok_status();
   if (method != "fp8")
     return unsupported(source + ": quantization_config.quant_method '" + method +
-                       "' is not supported (supported: fp8 with weight_block_size, awq, gptq, compressed-tensors)");
+                       "' is not supported (supported: fp8 with weight_block_size, awq, gptq, "
+                       "compressed-tensors)");
   KITE_RETURN_IF_ERROR(read_string(*q, "fmt", ctx, &fmt));
   if (fmt != "e4m3")
     return unsupported(source + ": quantization_config.fmt '" + fmt +

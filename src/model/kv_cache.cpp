@@ -15,11 +15,15 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
       block_size_(block_size),
       k_scale_(spec.num_layers, 1.0f),
       v_scale_(spec.num_layers, 1.0f) {
+  if (static_cast<int64_t>(spec.k_scales.size()) == spec.num_layers) k_scale_ = spec.k_scales;
+  if (static_cast<int64_t>(spec.v_scales.size()) == spec.num_layers) v_scale_ = spec.v_scales;
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     // Zeroed so a slot read before it is written (a bug) gives zeros, never garbage/NaN.
-    k_.push_back(Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}, spec.dtype));
+    k_.push_back(
+        Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}, spec.dtype));
     if (!spec.shares_kv)
-      v_.push_back(Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}, spec.dtype));
+      v_.push_back(
+          Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}, spec.dtype));
   }
 }
 

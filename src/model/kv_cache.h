@@ -22,6 +22,8 @@ struct KvCacheSpec {
   bool shares_kv = false;  // MLA: values are read from the k (latent) cache
   // F32, or F8_E4M3 (--kv-cache-dtype fp8): stored as fp8(x / scale) with per-layer scales.
   DType dtype = DType::kF32;
+  // Per-layer FP8 scales (KvCache's initial k_scale / v_scale); empty: 1.0 for every layer.
+  std::vector<float> k_scales, v_scales;
 
   // Bytes one token occupies across all layers.
   int64_t bytes_per_token() const;

@@ -64,8 +64,9 @@ struct RecorderScope {
 Result<std::vector<LinearActivations>> record_activations(const std::string& model_dir,
                                                           const LoadOptions& options) {
   if (options.calibration_text.empty())
-    return invalid_argument("--quantization " + std::string(quant_method_name(options.quantization)) +
-                            " needs --calibration-text FILE (a text other than the one you evaluate on)");
+    return invalid_argument(
+        "--quantization " + std::string(quant_method_name(options.quantization)) +
+        " needs --calibration-text FILE (a text other than the one you evaluate on)");
   KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.calibration_text));
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
   std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
@@ -100,12 +101,45 @@ Result<std::shared_ptr<const QuantPlan>> build_quant_plan(const std::string& mod
   KITE_ASSIGN_OR_RETURN(std::shared_ptr<QuantPlan> plan,
                         make_base_plan(model_dir, config, options.quantization));
   if (!needs_calibration(options.quantization)) return std::shared_ptr<const QuantPlan>(plan);
-  KITE_ASSIGN_OR_RETURN(std::vector<LinearActivations> acts, record_activations(model_dir, options));
+  KITE_ASSIGN_OR_RETURN(std::vector<LinearActivations> acts,
+                        record_activations(model_dir, options));
   if (options.quantization == QuantMethod::kInt8)
     smoothquant_plan(acts, options.smoothquant_alpha, *plan);
   else
     awq_plan(acts, *plan);
   return std::shared_ptr<const QuantPlan>(plan);
+}
+
+Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOptions& options) {
+  if (options.calibration_text.empty())
+    return invalid_argument("FP8 KV scale calibration needs --calibration-text FILE");
+  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.calibration_text));
+  KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
+  std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
+  if (ids.size() > 2048) ids.resize(2048);
+  LoadOptions plain;
+  plain.load_format = options.load_format;
+  plain.dummy_seed = options.dummy_seed;
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(model_dir, plain));
+  const int64_t layers = model->kv_cache_spec().num_layers;
+  std::vector<float> k_max(layers, 0.0f), v_max(layers, 0.0f);
+  constexpr int64_t kWindow = 512;
+  for (size_t s = 0; s < ids.size(); s += kWindow) {
+    const size_t n = std::min<size_t>(kWindow, ids.size() - s);
+    KvCache cache =
+        run_sequence_cache(*model, std::span<const int32_t>(ids).subspan(s, n), kWindow);
+    for (int64_t l = 0; l < layers; ++l) {
+      for (float x : cache.k(l).f32()) k_max[l] = std::max(k_max[l], std::fabs(x));
+      for (float x : cache.v(l).f32()) v_max[l] = std::max(v_max[l], std::fabs(x));
+    }
+  }
+  KvScales scales;
+  for (int64_t l = 0; l < layers; ++l) {
+    scales.k.push_back(std::max(k_max[l], 1e-6f) / 448.0f);
+    scales.v.push_back(std::max(v_max[l], 1e-6f) / 448.0f);
+    spdlog::info("kv fp8 scales layer {}: k {:.3g} v {:.3g}", l, scales.k[l], scales.v[l]);
+  }
+  return scales;
 }
 
 Result<std::unique_ptr<Model>> load_quantized_model(const std::string& model_dir,

@@ -65,12 +65,14 @@ Result<QuantizedWeight> load_awq(const WeightStore& w, const std::string& name, 
   const auto* qzd = qz.data<uint32_t>();
   for (int64_t k = 0; k < in; ++k)
     for (int64_t c = 0; c < out / 8; ++c)
-      for (int i = 0; i < 8; ++i) set_code(q, 8 * c + kAwqNibbleColumn[i], k, nibble(qwd[k * (out / 8) + c], i));
+      for (int i = 0; i < 8; ++i)
+        set_code(q, 8 * c + kAwqNibbleColumn[i], k, nibble(qwd[k * (out / 8) + c], i));
   for (int64_t gi = 0; gi < groups; ++gi)
     for (int64_t c = 0; c < out / 8; ++c)
       for (int i = 0; i < 8; ++i) {
         const int64_t n = 8 * c + kAwqNibbleColumn[i];
-        q.zeros.data<uint8_t>()[n * groups + gi] = static_cast<uint8_t>(nibble(qzd[gi * (out / 8) + c], i));
+        q.zeros.data<uint8_t>()[n * groups + gi] =
+            static_cast<uint8_t>(nibble(qzd[gi * (out / 8) + c], i));
         q.scales.f32()[n * groups + gi] = sc.f32()[gi * out + n];
       }
   return q;
@@ -113,8 +115,8 @@ Result<QuantizedWeight> load_gptq(const WeightStore& w, const std::string& name,
   return q;
 }
 
-Result<QuantizedWeight> load_per_channel(const WeightStore& w, const std::string& name,
-                                         DType dtype, int64_t out, int64_t in) {
+Result<QuantizedWeight> load_per_channel(const WeightStore& w, const std::string& name, DType dtype,
+                                         int64_t out, int64_t in) {
   QuantizedWeight q;
   q.format = dtype == DType::kI8 ? QuantFormat::kInt8PerChannel : QuantFormat::kFp8PerChannel;
   q.out_features = out;
@@ -142,8 +144,8 @@ Result<QuantizedWeight> load_fp8_block(const WeightStore& w, const std::string& 
 }  // namespace
 
 Result<std::optional<QuantizedWeight>> load_checkpoint_linear(const WeightStore& w,
-                                                              const std::string& name,
-                                                              int64_t out, int64_t in) {
+                                                              const std::string& name, int64_t out,
+                                                              int64_t in) {
   if (w.is_dummy()) return std::optional<QuantizedWeight>();
   const QuantPlan* plan = w.quant_plan();
   const CheckpointQuantConfig ckpt = plan ? plan->checkpoint : CheckpointQuantConfig{};
@@ -154,7 +156,8 @@ Result<std::optional<QuantizedWeight>> load_checkpoint_linear(const WeightStore&
     else if (ckpt.kind == CheckpointQuant::kGptq)
       q = load_gptq(w, name, out, in, ckpt.group_size);
     else
-      return unsupported("tensor '" + name + ".qweight' is packed INT4 but config.json declares "
+      return unsupported("tensor '" + name +
+                         ".qweight' is packed INT4 but config.json declares "
                          "no awq or gptq quantization_config");
   } else if (w.contains(name + ".weight_scale")) {
     KITE_ASSIGN_OR_RETURN(TensorInfo info, w.info(name + ".weight"));

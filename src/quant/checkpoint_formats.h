@@ -30,7 +30,7 @@ namespace kite {
 // The stored quantized form of linear `name` [out, in], or nullopt when the checkpoint holds it
 // unquantized (or it is FP8 block and the plan does not keep FP8). Errors name the tensor.
 Result<std::optional<QuantizedWeight>> load_checkpoint_linear(const WeightStore& weights,
-                                                              const std::string& name,
-                                                              int64_t out, int64_t in);
+                                                              const std::string& name, int64_t out,
+                                                              int64_t in);
 
 }  // namespace kite

@@ -67,13 +67,18 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   LoadOptions reference_options;
   reference_options.load_format = o.load.load_format;
   reference_options.dummy_seed = o.load.dummy_seed;
-  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> reference, load_model(o.model_dir, reference_options));
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> reference,
+                        load_model(o.model_dir, reference_options));
   KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(o.model_dir, o.load));
   const int64_t max_len = model->config().max_position_embeddings;
   int64_t window = std::min(o.window, usable);
   if (max_len > 0) window = std::min(window, max_len);
   if (window < 1) return invalid_argument("--window must be positive");
   const DType kv = o.load.kv_cache_dtype == KvCacheDtype::kFp8 ? DType::kF8E4M3 : DType::kF32;
+  KvScales kv_scales;  // empty: 1.0 per layer
+  if (kv == DType::kF8E4M3 && !o.load.calibration_text.empty()) {
+    KITE_ASSIGN_OR_RETURN(kv_scales, calibrate_kv_scales(o.model_dir, o.load));
+  }
 
   EvalResult result;
   result.windows = usable / window;
@@ -82,7 +87,8 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
     const std::span<const int32_t> input(ids.data() + w * window, window);
     const std::span<const int32_t> targets(ids.data() + w * window + 1, window);
     Tensor ref_logits = run_sequence(*reference, input, DType::kF32, o.chunk, LogitsMode::kAll);
-    Tensor q_logits = run_sequence(*model, input, kv, o.chunk, LogitsMode::kAll);
+    Tensor q_logits =
+        run_sequence(*model, input, kv, o.chunk, LogitsMode::kAll, &kv_scales.k, &kv_scales.v);
     accumulate(ref_logits, q_logits, targets, t);
     if ((w + 1) % 10 == 0) spdlog::info("eval: {} / {} windows", w + 1, result.windows);
   }
@@ -91,8 +97,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   result.reference_perplexity = std::exp(t.nll_ref / t.count);
   result.kl_divergence = t.kl / t.count;
   result.top1_agreement = static_cast<double>(t.agree) / t.count;
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

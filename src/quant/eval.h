@@ -17,7 +17,7 @@ namespace kite {
 
 struct EvalOptions {
   std::string model_dir;
-  LoadOptions load;        // quantization, kv cache dtype, calibration of the evaluated model
+  LoadOptions load;  // quantization, kv cache dtype, calibration of the evaluated model
   std::string text_path;
   int64_t max_tokens = 0;  // 0: the whole text; else at most this many scored positions
   int64_t window = 512;    // at most the model's max_position_embeddings

@@ -31,12 +31,14 @@ Status add_awq(SafetensorsWriter& w, const std::string& key, const QuantizedWeig
   for (int64_t kk = 0; kk < k; ++kk)
     for (int64_t c = 0; c < n / 8; ++c)
       for (int i = 0; i < 8; ++i)
-        qweight[kk * (n / 8) + c] |= static_cast<uint32_t>(code_at(q, 8 * c + kAwqNibbleColumn[i], kk)) << (4 * i);
+        qweight[kk * (n / 8) + c] |=
+            static_cast<uint32_t>(code_at(q, 8 * c + kAwqNibbleColumn[i], kk)) << (4 * i);
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t c = 0; c < n / 8; ++c)
       for (int i = 0; i < 8; ++i) {
         const int64_t col = 8 * c + kAwqNibbleColumn[i];
-        qzeros[g * (n / 8) + c] |= static_cast<uint32_t>(q.zeros.data<uint8_t>()[col * groups + g]) << (4 * i);
+        qzeros[g * (n / 8) + c] |= static_cast<uint32_t>(q.zeros.data<uint8_t>()[col * groups + g])
+                                   << (4 * i);
       }
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t col = 0; col < n; ++col)
@@ -66,20 +68,28 @@ Status add_quantized(SafetensorsWriter& w, const std::string& key, const Quantiz
 
 nlohmann::ordered_json quantization_config(const QuantPlan& plan) {
   if (plan.method == QuantMethod::kInt4 || plan.method == QuantMethod::kAwq)
-    return {{"quant_method", "awq"},     {"bits", 4},         {"group_size", plan.group_size},
-            {"zero_point", true},        {"version", "gemm"},
+    return {{"quant_method", "awq"},
+            {"bits", 4},
+            {"group_size", plan.group_size},
+            {"zero_point", true},
+            {"version", "gemm"},
             {"modules_to_not_convert", {"mlp.gate", "kv_b_proj", "lm_head"}},
             {"kite_method", std::string(quant_method_name(plan.method))}};
   const bool fp8 = plan.method == QuantMethod::kFp8;
   const std::string type = fp8 ? "float" : "int";
-  nlohmann::ordered_json group = {
-      {"targets", {"Linear"}},
-      {"weights",
-       {{"num_bits", 8}, {"type", type}, {"strategy", "channel"}, {"symmetric", true},
-        {"dynamic", false}}},
-      {"input_activations",
-       {{"num_bits", 8}, {"type", type}, {"strategy", "token"}, {"symmetric", true},
-        {"dynamic", true}}}};
+  nlohmann::ordered_json group = {{"targets", {"Linear"}},
+                                  {"weights",
+                                   {{"num_bits", 8},
+                                    {"type", type},
+                                    {"strategy", "channel"},
+                                    {"symmetric", true},
+                                    {"dynamic", false}}},
+                                  {"input_activations",
+                                   {{"num_bits", 8},
+                                    {"type", type},
+                                    {"strategy", "token"},
+                                    {"symmetric", true},
+                                    {"dynamic", true}}}};
   return {{"quant_method", "compressed-tensors"},
           {"format", fp8 ? "float-quantized" : "int-quantized"},
           {"config_groups", {{"group_0", group}}},
@@ -87,7 +97,8 @@ nlohmann::ordered_json quantization_config(const QuantPlan& plan) {
           {"kite_method", std::string(quant_method_name(plan.method))}};
 }
 
-Status write_config(const std::string& model_dir, const QuantPlan& plan, const std::string& out_dir) {
+Status write_config(const std::string& model_dir, const QuantPlan& plan,
+                    const std::string& out_dir) {
   std::ifstream in(model_dir + "/config.json");
   std::stringstream text;
   text << in.rdbuf();

@@ -1,7 +1,8 @@
+#include "quant/quant_method.h"
+
 #include <atomic>
 
 #include "quant/activation_recorder.h"
-#include "quant/quant_method.h"
 
 namespace kite {
 

@@ -97,8 +97,10 @@ Result<CheckpointQuantConfig> parse_checkpoint_quant(const std::string& text,
   };
   if (method == "awq" || method == "gptq") {
     c.kind = method == "awq" ? CheckpointQuant::kAwq : CheckpointQuant::kGptq;
-    KITE_ASSIGN_OR_RETURN(c.bits, get_int(method == "awq" && q->contains("w_bit") ? "w_bit" : "bits", 4));
-    KITE_ASSIGN_OR_RETURN(c.group_size, get_int(q->contains("q_group_size") ? "q_group_size" : "group_size", 128));
+    KITE_ASSIGN_OR_RETURN(c.bits,
+                          get_int(method == "awq" && q->contains("w_bit") ? "w_bit" : "bits", 4));
+    KITE_ASSIGN_OR_RETURN(
+        c.group_size, get_int(q->contains("q_group_size") ? "q_group_size" : "group_size", 128));
     c.desc_act = q->value("desc_act", false);
     c.zero_point = q->value("zero_point", true);
     if (c.bits != 4)
@@ -108,11 +110,10 @@ Result<CheckpointQuantConfig> parse_checkpoint_quant(const std::string& text,
       const std::string version = q->value("version", "gemm");
       if (version != "gemm" && version != "GEMM")
         return unsupported(source + ": AWQ version '" + version + "' is not supported (gemm only)");
-      if (!c.zero_point)
-        return unsupported(source + ": AWQ without zero points is not supported");
+      if (!c.zero_point) return unsupported(source + ": AWQ without zero points is not supported");
     } else if (q->value("checkpoint_format", "gptq") != "gptq") {
-      return unsupported(source + ": GPTQ checkpoint_format '" +
-                         q->value("checkpoint_format", "") + "' is not supported (gptq v1 only)");
+      return unsupported(source + ": GPTQ checkpoint_format '" + q->value("checkpoint_format", "") +
+                         "' is not supported (gptq v1 only)");
     }
     if (c.group_size != -1 && c.group_size <= 0)
       return corrupt(source + ": quantization_config group_size must be positive or -1");
@@ -126,7 +127,8 @@ Result<CheckpointQuantConfig> parse_checkpoint_quant(const std::string& text,
     const std::string type = weights.value("type", "");
     if (weights.value("num_bits", 0) != 8 || weights.value("strategy", "") != "channel" ||
         (type != "float" && type != "int"))
-      return unsupported(source + ": compressed-tensors supported only with 8-bit float or int "
+      return unsupported(source +
+                         ": compressed-tensors supported only with 8-bit float or int "
                          "weights of strategy channel");
     c.kind = type == "float" ? CheckpointQuant::kKiteFp8 : CheckpointQuant::kKiteInt8;
     c.bits = 8;
@@ -155,7 +157,8 @@ Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
     KITE_ASSIGN_OR_RETURN(plan->checkpoint, parse_checkpoint_quant(text.str(), path));
   }
   if (plan->checkpoint.kind != CheckpointQuant::kNone && method != QuantMethod::kNone)
-    return invalid_argument(model_dir + " is already a quantized checkpoint; load it without --quantization " +
+    return invalid_argument(model_dir +
+                            " is already a quantized checkpoint; load it without --quantization " +
                             std::string(quant_method_name(method)));
   if (config.fp8_block_quantized && method == QuantMethod::kFp8) {
     plan->keep_fp8_block = true;

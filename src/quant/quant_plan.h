@@ -55,11 +55,11 @@ struct Smoothing {
 
 struct QuantPlan {
   QuantMethod method = QuantMethod::kNone;
-  int64_t group_size = 128;            // int4 / awq
-  CheckpointQuantConfig checkpoint;    // how the files store quantized weights
-  bool keep_fp8_block = false;         // DeepSeek FP8 block weights stay FP8 (--quantization fp8)
+  int64_t group_size = 128;          // int4 / awq
+  CheckpointQuantConfig checkpoint;  // how the files store quantized weights
+  bool keep_fp8_block = false;       // DeepSeek FP8 block weights stay FP8 (--quantization fp8)
   int64_t fp8_block_rows = 128, fp8_block_cols = 128;
-  std::map<std::string, Smoothing> smoothing;        // linear key -> s
+  std::map<std::string, Smoothing> smoothing;               // linear key -> s
   std::map<std::string, std::vector<float>> norm_divisors;  // norm weight name -> s
   std::map<std::string, std::vector<float>> int4_clip;      // linear key -> [out, groups]
 

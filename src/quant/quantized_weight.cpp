@@ -10,11 +10,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 Status expect(const Tensor& t, DType dtype, const Shape& shape, const char* what) {
   if (!t.defined() || t.dtype() != dtype || t.shape() != shape)
-    return invalid_argument(std::string("quantized weight: ") + what + " must be " +
-                            std::string(dtype_name(dtype)) + " " + shape_to_string(shape) +
-                            ", got " + (t.defined() ? std::string(dtype_name(t.dtype())) + " " +
-                                                          shape_to_string(t.shape())
-                                                    : std::string("nothing")));
+    return invalid_argument(
+        std::string("quantized weight: ") + what + " must be " + std::string(dtype_name(dtype)) +
+        " " + shape_to_string(shape) + ", got " +
+        (t.defined() ? std::string(dtype_name(t.dtype())) + " " + shape_to_string(t.shape())
+                     : std::string("nothing")));
   return ok_status();
 }
 
@@ -83,7 +83,8 @@ Status QuantizedWeight::validate() const {
       break;
     }
   }
-  if (input_scale.defined()) KITE_RETURN_IF_ERROR(expect(input_scale, DType::kF32, {k}, "input_scale"));
+  if (input_scale.defined())
+    KITE_RETURN_IF_ERROR(expect(input_scale, DType::kF32, {k}, "input_scale"));
   return ok_status();
 }
 

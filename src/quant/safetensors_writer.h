@@ -14,8 +14,8 @@ namespace kite {
 
 class SafetensorsWriter {
  public:
-  void add(const std::string& name, const std::string& dtype, const Shape& shape,
-           const void* data, size_t bytes);
+  void add(const std::string& name, const std::string& dtype, const Shape& shape, const void* data,
+           size_t bytes);
   // A host tensor in its own dtype (F32, F16, BF16, F8_E4M3, I8, I32, U8).
   void add(const std::string& name, const Tensor& t);
   Status write(const std::string& path) const;

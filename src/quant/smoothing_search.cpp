@@ -13,7 +13,8 @@ namespace {
 
 // Records s for every part of every member (router included) and, when the group reads a
 // norm's output, folds 1/s into that norm.
-void assign_smoothing(const std::string& group, const std::vector<const LinearActivations*>& members,
+void assign_smoothing(const std::string& group,
+                      const std::vector<const LinearActivations*>& members,
                       const std::vector<float>& s, QuantPlan& plan) {
   const bool folded = QuantPlan::input_norm_of(members[0]->parts[0].key).has_value();
   for (const LinearActivations* m : members)
@@ -106,6 +107,37 @@ std::vector<float> search_clip(const Tensor& w, const Tensor& x, int64_t group_s
   return clip;
 }
 
+// Per input channel, the mean over output rows of |w| / max |w| of its quantization group
+// (AutoAWQ's weight statistic for duo scaling), over all `weights` [out, in].
+std::vector<float> normalized_weight_mean(const std::vector<const Tensor*>& weights,
+                                          int64_t group_size) {
+  const int64_t k = weights[0]->size(1);
+  std::vector<double> sum(k, 0.0);
+  int64_t rows = 0;
+  for (const Tensor* w : weights) {
+    for (int64_t r = 0; r < w->size(0); ++r) {
+      const float* row = w->data<float>() + r * k;
+      for (int64_t c0 = 0; c0 < k; c0 += group_size) {
+        const int64_t c1 = std::min(k, c0 + group_size);
+        float mx = 1e-8f;
+        for (int64_t i = c0; i < c1; ++i) mx = std::max(mx, std::fabs(row[i]));
+        for (int64_t i = c0; i < c1; ++i) sum[i] += std::fabs(row[i]) / mx;
+      }
+    }
+    rows += w->size(0);
+  }
+  std::vector<float> mean(k);
+  for (int64_t i = 0; i < k; ++i) mean[i] = static_cast<float>(sum[i] / std::max<int64_t>(rows, 1));
+  return mean;
+}
+
+template <typename Targets>
+std::vector<const Tensor*> targets_weights(const Targets& targets) {
+  std::vector<const Tensor*> w;
+  for (const auto& t : targets) w.push_back(&t.part->weight);
+  return w;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::vector<const LinearActivations*>>> smoothing_groups(
@@ -138,8 +170,9 @@ void smoothquant_plan(const std::vector<LinearActivations>& acts, double alpha, 
     std::vector<float> s(k, 1.0f);
     for (int64_t i = 0; i < k; ++i)
       if (act[i] > 0 && wmax[i] > 0)
-        s[i] = std::clamp(static_cast<float>(std::pow(act[i], alpha) / std::pow(wmax[i], 1 - alpha)),
-                          1e-5f, 1e5f);
+        s[i] =
+            std::clamp(static_cast<float>(std::pow(act[i], alpha) / std::pow(wmax[i], 1 - alpha)),
+                       1e-5f, 1e5f);
     assign_smoothing(name, members, s, plan);
   }
 }
@@ -168,29 +201,37 @@ void awq_plan(const std::vector<LinearActivations>& acts, QuantPlan& plan) {
           targets.push_back({&p, x, matmul_t(x, p.weight)});
         }
     if (targets.empty()) continue;
+    const std::vector<float> w_mean =
+        normalized_weight_mean(targets_weights(targets), plan.group_size);
     double best = INFINITY;
     std::vector<float> best_s(k, 1.0f);
     int best_step = 0;
-    for (int step = 0; step <= kGrid; ++step) {
-      const double a = static_cast<double>(step) / kGrid;
+    // Steps 0..kGrid: s = x_mean^a; steps kGrid+1..2*kGrid+1: s = x_mean^a / w_mean^(1-a)
+    // (AutoAWQ's duo scaling), both normalised to a geometric mid-range of 1.
+    for (int step = 0; step <= 2 * kGrid + 1; ++step) {
+      const bool duo = step > kGrid;
+      const double a = static_cast<double>(duo ? step - kGrid - 1 : step) / kGrid;
       std::vector<float> s(k);
       float lo = INFINITY, hi = 0;
       for (int64_t i = 0; i < k; ++i) {
-        s[i] = std::max(static_cast<float>(std::pow(x_mean[i], a)), 1e-4f);
+        double v = std::pow(x_mean[i], a);
+        if (duo) v /= std::pow(std::max(w_mean[i], 1e-4f), 1.0 - a);
+        s[i] = std::max(static_cast<float>(v), 1e-4f);
         lo = std::min(lo, s[i]);
         hi = std::max(hi, s[i]);
       }
       const float norm = std::sqrt(lo * hi);
       for (float& v : s) v /= norm;
       double err = 0;
-      for (const Target& t : targets) err += awq_error(t.x, t.y_ref, t.part->weight, s, plan.group_size);
+      for (const Target& t : targets)
+        err += awq_error(t.x, t.y_ref, t.part->weight, s, plan.group_size);
       if (err < best) {
         best = err;
         best_s = s;
         best_step = step;
       }
     }
-    spdlog::debug("awq: {} alpha {:.2f}", name, static_cast<double>(best_step) / kGrid);
+    spdlog::debug("awq: {} step {}", name, best_step);
     assign_smoothing(name, members, best_s, plan);
     for (const Target& t : targets) {
       if (skip_clipping(t.part->key)) continue;

@@ -22,10 +22,10 @@ struct LinearPart {
 struct LinearActivations {
   std::vector<LinearPart> parts;  // gate and up share one Linear
   int64_t in = 0;
-  std::vector<float> amax;    // [in] max |x| per channel
-  std::vector<double> asum;   // [in] sum |x| per channel
-  int64_t rows = 0;           // rows seen
-  std::vector<float> samples; // [sample_rows, in] uniformly sampled input rows
+  std::vector<float> amax;     // [in] max |x| per channel
+  std::vector<double> asum;    // [in] sum |x| per channel
+  int64_t rows = 0;            // rows seen
+  std::vector<float> samples;  // [sample_rows, in] uniformly sampled input rows
   int64_t sample_rows() const { return in ? static_cast<int64_t>(samples.size()) / in : 0; }
 };
 

@@ -33,13 +33,13 @@ Result<std::string> read_text_file(const std::string& path) {
   return s.str();
 }
 
-Tensor run_sequence(Model& model, std::span<const int32_t> tokens, DType kv_dtype, int64_t chunk,
-                    LogitsMode logits) {
-  constexpr int64_t kBlock = 16;
+namespace {
+
+constexpr int64_t kBlock = 16;
+
+Tensor run_into(Model& model, std::span<const int32_t> tokens, KvCache& cache, int64_t chunk,
+                LogitsMode logits) {
   const auto n = static_cast<int64_t>(tokens.size());
-  KvCacheSpec spec = model.kv_cache_spec();
-  spec.dtype = kv_dtype;
-  KvCache cache(spec, (n + kBlock - 1) / kBlock, kBlock);
   std::vector<int32_t> table((n + kBlock - 1) / kBlock);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   ModelRunner runner(model, cache);
@@ -57,6 +57,26 @@ Tensor run_sequence(Model& model, std::span<const int32_t> tokens, DType kv_dtyp
       std::memcpy(out.data<float>() + start * vocab, l.data<float>(), l.size_bytes());
   }
   return out;
+}
+
+}  // namespace
+
+Tensor run_sequence(Model& model, std::span<const int32_t> tokens, DType kv_dtype, int64_t chunk,
+                    LogitsMode logits, const std::vector<float>* k_scales,
+                    const std::vector<float>* v_scales) {
+  KvCacheSpec spec = model.kv_cache_spec();
+  spec.dtype = kv_dtype;
+  if (k_scales) spec.k_scales = *k_scales;
+  if (v_scales) spec.v_scales = *v_scales;
+  KvCache cache(spec, (static_cast<int64_t>(tokens.size()) + kBlock - 1) / kBlock, kBlock);
+  return run_into(model, tokens, cache, chunk, logits);
+}
+
+KvCache run_sequence_cache(Model& model, std::span<const int32_t> tokens, int64_t chunk) {
+  KvCache cache(model.kv_cache_spec(), (static_cast<int64_t>(tokens.size()) + kBlock - 1) / kBlock,
+                kBlock);
+  run_into(model, tokens, cache, chunk, LogitsMode::kNone);
+  return cache;
 }
 
 }  // namespace kite

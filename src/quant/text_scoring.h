@@ -22,6 +22,9 @@ Result<std::string> read_text_file(const std::string& path);
 // (F32 or F8E4M3), `chunk` tokens per step, and returns the logits of every position
 // [tokens.size(), vocab] (LogitsMode::kAll) or an empty tensor (kNone).
 Tensor run_sequence(Model& model, std::span<const int32_t> tokens, DType kv_dtype, int64_t chunk,
-                    LogitsMode logits);
+                    LogitsMode logits, const std::vector<float>* k_scales = nullptr,
+                    const std::vector<float>* v_scales = nullptr);
+// Runs `tokens` through a fresh fp32 cache and returns the cache (for KV statistics).
+KvCache run_sequence_cache(Model& model, std::span<const int32_t> tokens, int64_t chunk);
 
 }  // namespace kite

@@ -96,6 +96,23 @@ TEST(QuantKiteTiny, Fp8KvCacheStaysClose) {
   EXPECT_GT(a.max_abs_diff, 1e-4);
   EXPECT_LT(a.kl, 0.02);
   EXPECT_GT(a.top1, 0.85);
+  // Calibrated per-layer scales (on the model's README, not the scored text).
+  LoadOptions o;
+  o.calibration_text = kModelDir + "/README.md";
+  auto scales = calibrate_kv_scales(kModelDir, o);
+  ASSERT_TRUE(scales.ok()) << scales.status().message();
+  ASSERT_EQ(scales->k.size(), 6u);
+  for (size_t l = 0; l < 6; ++l) {
+    EXPECT_GT(scales->k[l], 1e-4f);
+    EXPECT_EQ(scales->k[l], scales->v[l]);  // MLA: one latent cache
+  }
+  auto model = load_model(kModelDir);
+  ASSERT_TRUE(model.ok());
+  const Tensor calibrated = run_sequence(**model, prompt_tokens(96), DType::kF8E4M3, 40,
+                                         LogitsMode::kAll, &scales->k, &scales->v);
+  const Agreement c = compare(ref, calibrated);
+  EXPECT_GT(c.max_abs_diff, 1e-4);
+  EXPECT_LT(c.kl, 0.02);
 }
 
 // Random smoothing factors for every norm-fed group (router included), as calibration would
@@ -135,7 +152,8 @@ TEST(QuantKiteTiny, FoldedSmoothingIsAnIdentity) {
 }
 
 void expect_round_trip(const std::shared_ptr<const QuantPlan>& plan, const std::string& tag) {
-  const fs::path out = fs::temp_directory_path() / ("kite_quant_rt_" + tag + std::to_string(::getpid()));
+  const fs::path out =
+      fs::temp_directory_path() / ("kite_quant_rt_" + tag + std::to_string(::getpid()));
   ASSERT_TRUE(export_quantized_checkpoint(kModelDir, *plan, out.string()).ok());
   LoadOptions on_load;
   on_load.plan = plan;
@@ -147,16 +165,13 @@ void expect_round_trip(const std::shared_ptr<const QuantPlan>& plan, const std::
 }
 
 TEST(QuantKiteTiny, ExportedCheckpointsLoadBackToOnLoadLogits) {
-  for (QuantMethod m : {QuantMethod::kFp8, QuantMethod::kInt4}) {
-    auto plan = build_quant_plan(kModelDir, with_method(m));
-    ASSERT_TRUE(plan.ok());
-    expect_round_trip(*plan, std::string(quant_method_name(m)));
-  }
-  auto smoothed = random_smoothing_plan(QuantMethod::kInt8, true);
-  smoothed->int4_clip.clear();
-  expect_round_trip(smoothed, "int8_smoothed");
-  auto awq_like = random_smoothing_plan(QuantMethod::kAwq, true);
-  expect_round_trip(awq_like, "awq_smoothed");
+  // fp8: compressed-tensors layout; int4 with folded + explicit smoothing: the AWQ layout,
+  // modified norms and router, input_smooth_inv; int8 smoothed: I8 + explicit smoothing.
+  auto fp8 = build_quant_plan(kModelDir, with_method(QuantMethod::kFp8));
+  ASSERT_TRUE(fp8.ok());
+  expect_round_trip(*fp8, "fp8");
+  expect_round_trip(random_smoothing_plan(QuantMethod::kInt4, true), "int4_smoothed");
+  expect_round_trip(random_smoothing_plan(QuantMethod::kInt8, true), "int8_smoothed");
 }
 
 TEST(QuantKiteTiny, EvaluateUnquantizedAgainstItself) {

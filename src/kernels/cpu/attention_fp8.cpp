@@ -35,8 +35,9 @@ void paged_attention_fp8(const Tensor& q, const Tensor& k_cache, const Tensor& v
                 "k_cache and v_cache must both be F8_E4M3 or both F32");
   KITE_OP_CHECK(k_cache.dim() == 4 && v_cache.dim() == 4 && k_cache.size(1) == params.block_size,
                 kOp, "fp8 caches must be [num_blocks, block_size, heads, dim] of block_size rows");
-  KITE_OP_CHECK(params.block_tables != nullptr && params.seq_lens.size() == params.block_tables->size(),
-                kOp, "block_tables must list one table per sequence");
+  KITE_OP_CHECK(
+      params.block_tables != nullptr && params.seq_lens.size() == params.block_tables->size(), kOp,
+      "block_tables must list one table per sequence");
   KITE_OP_CHECK(params.k_scale > 0.0f && params.v_scale > 0.0f, kOp, "fp8 scales must be positive");
   // Compact ids for every block a sequence reads (its first ceil(seq_len / block_size) entries).
   std::unordered_map<int32_t, int32_t> compact;

@@ -81,9 +81,9 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
 #pragma omp parallel for schedule(static) if (tn * k >= kParallelDequantMin)
     for (int64_t c = 0; c < tn; c += kChunk)
       w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile.data() + c * k);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                static_cast<int>(tn), static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k),
-                tile.data(), static_cast<int>(k), 1.0f, out + n0, static_cast<int>(n));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
+                static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), tile.data(),
+                static_cast<int>(k), 1.0f, out + n0, static_cast<int>(n));
   }
 }
 

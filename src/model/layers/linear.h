@@ -16,8 +16,8 @@
 namespace kite {
 
 struct Linear {
-  Tensor weight;  // [out_features, in_features]
-  Tensor bias;    // [out_features] or undefined
+  Tensor weight;                                 // [out_features, in_features]
+  Tensor bias;                                   // [out_features] or undefined
   std::shared_ptr<const QuantizedWeight> quant;  // set: used instead of `weight`
 
   int64_t out_features() const { return quant ? quant->out_features : weight.size(0); }

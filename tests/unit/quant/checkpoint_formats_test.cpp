@@ -1,5 +1,7 @@
 // Quantized checkpoint layouts: AWQ / GPTQ fixtures (tools/fixtures/make_quant_fixtures.py)
 // decode to the float weights the script computed; DeepSeek FP8 blocks stay FP8 when asked.
+#include "quant/checkpoint_formats.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,7 +12,6 @@
 
 #include "../model_loader/safetensors_writer.h"
 #include "model/layers/linear.h"
-#include "quant/checkpoint_formats.h"
 #include "quant/quant_plan.h"
 
 namespace kite {
@@ -64,16 +65,18 @@ TEST(QuantCheckpoint, PackedWeightsWithoutQuantizationConfigFail) {
 TEST(QuantCheckpoint, ParsesQuantizationConfigs) {
   auto awq = parse_checkpoint_quant(
       R"({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64,
-          "zero_point": true, "version": "gemm"}})", "c");
+          "zero_point": true, "version": "gemm"}})",
+      "c");
   ASSERT_TRUE(awq.ok());
   EXPECT_EQ(awq->kind, CheckpointQuant::kAwq);
   EXPECT_EQ(awq->group_size, 64);
-  EXPECT_FALSE(parse_checkpoint_quant(
-                   R"({"quantization_config": {"quant_method": "awq", "bits": 4, "version": "gemv"}})", "c")
-                   .ok());
-  EXPECT_FALSE(parse_checkpoint_quant(
-                   R"({"quantization_config": {"quant_method": "gptq", "bits": 3}})", "c")
-                   .ok());
+  EXPECT_FALSE(
+      parse_checkpoint_quant(
+          R"({"quantization_config": {"quant_method": "awq", "bits": 4, "version": "gemv"}})", "c")
+          .ok());
+  EXPECT_FALSE(
+      parse_checkpoint_quant(R"({"quantization_config": {"quant_method": "gptq", "bits": 3}})", "c")
+          .ok());
   auto none = parse_checkpoint_quant(R"({"hidden_size": 8})", "c");
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->kind, CheckpointQuant::kNone);
@@ -92,9 +95,8 @@ TEST(QuantCheckpoint, Fp8BlockKeptAsQuantizedWeight) {
   const fs::path dir = fs::temp_directory_path() / ("kite_fp8_block_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "model.safetensors", std::ios::binary)
-      << test::serialize_safetensors(
-             {test::fp8_tensor("l.weight", codes, {out, in}),
-              test::f32_tensor("l.weight_scale_inv", scale, {2, 2})});
+      << test::serialize_safetensors({test::fp8_tensor("l.weight", codes, {out, in}),
+                                      test::f32_tensor("l.weight_scale_inv", scale, {2, 2})});
   auto store = WeightStore::open(dir.string());
   ASSERT_TRUE(store.ok()) << store.status().message();
   auto dense = Linear::load(*store, "l", out, in);

@@ -31,8 +31,9 @@ void run_case(const Fp8Case& c, uint32_t seed) {
   const float k_scale = 0.05f, v_scale = c.shared_kv ? 0.05f : 0.02f;
   const int64_t num_blocks = 12, row = c.kv_heads * c.dim;
   Tensor k_cache = Tensor::zeros({num_blocks, c.block, c.kv_heads, c.dim}, DType::kF8E4M3);
-  Tensor v_cache = c.shared_kv ? k_cache
-                               : Tensor::zeros({num_blocks, c.block, c.kv_heads, c.dim}, DType::kF8E4M3);
+  Tensor v_cache = c.shared_kv
+                       ? k_cache
+                       : Tensor::zeros({num_blocks, c.block, c.kv_heads, c.dim}, DType::kF8E4M3);
   std::vector<int32_t> ids(num_blocks);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng);
@@ -76,7 +77,8 @@ void run_case(const Fp8Case& c, uint32_t seed) {
   for (size_t s = 0; s < c.seq_lens.size(); ++s)
     for (int64_t i = query_start[s]; i < query_start[s + 1]; ++i)
       for (int64_t h = 0; h < c.heads; ++h) {
-        const int64_t visible = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (i - query_start[s]) + 1;
+        const int64_t visible =
+            seq_lens[s] - (query_start[s + 1] - query_start[s]) + (i - query_start[s]) + 1;
         const int64_t kh = h / group;
         std::vector<double> sc(visible);
         double mx = -INFINITY, sum = 0;

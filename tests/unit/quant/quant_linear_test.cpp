@@ -26,10 +26,12 @@ std::vector<double> ref_act_fp8(const Tensor& x, int64_t group) {
     for (int64_t c0 = 0; c0 < k; c0 += group) {
       const int64_t c1 = std::min(k, c0 + group);
       double amax = 0;
-      for (int64_t i = c0; i < c1; ++i) amax = std::max(amax, std::fabs((double)x.f32()[r * k + i]));
+      for (int64_t i = c0; i < c1; ++i)
+        amax = std::max(amax, std::fabs((double)x.f32()[r * k + i]));
       const double s = static_cast<float>(amax) / 448.0f;
       for (int64_t i = c0; i < c1; ++i)
-        out[r * k + i] = fp8_value(x.f32()[r * k + i] / static_cast<float>(s)) * static_cast<float>(s);
+        out[r * k + i] =
+            fp8_value(x.f32()[r * k + i] / static_cast<float>(s)) * static_cast<float>(s);
     }
   return out;
 }
@@ -99,7 +101,8 @@ TEST(QuantLinear, Fp8BlockMatchesFloat64Reference) {
       EXPECT_NEAR(wd[r * k + i], w.f32()[r * k + i], std::fabs(w.f32()[r * k + i]) / 16 + 1e-6);
     }
   Tensor y = run(x, q, nullptr);
-  EXPECT_TRUE(all_close(y.f32(), ref_matmul(ref_act_fp8(x, 128), wd, m, n, k, nullptr), 1e-5, 1e-4));
+  EXPECT_TRUE(
+      all_close(y.f32(), ref_matmul(ref_act_fp8(x, 128), wd, m, n, k, nullptr), 1e-5, 1e-4));
   EXPECT_LT(rel_to_fp32(y, x, w), 0.06);
 }
 
