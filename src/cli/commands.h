@@ -18,5 +18,7 @@ void add_generate_command(CLI::App& app, CommandRunner* run);
 void add_tokenize_command(CLI::App& app, CommandRunner* run);
 void add_bench_command(CLI::App& app, CommandRunner* run);
 void add_serve_command(CLI::App& app, CommandRunner* run);
+void add_eval_command(CLI::App& app, CommandRunner* run);
+void add_quantize_command(CLI::App& app, CommandRunner* run);
 
 }  // namespace kite::cli

@@ -13,9 +13,14 @@ namespace kite::cli {
 std::string default_model_dir();
 
 // Adds --model, --kv-cache-memory, --block-size, --max-num-seqs, --max-num-batched-tokens,
-// --max-model-len, --max-waiting, --load-format, --no-enable-prefix-caching to `cmd`, writing into
+// --max-model-len, --max-waiting, --load-format, the quantization flags,
+// --no-enable-prefix-caching to `cmd`, writing into
 // `config`.
 void add_engine_flags(CLI::App* cmd, EngineConfig* config);
+// Adds --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha (also used by
+// `kite eval` and `kite quantize`, which have no engine).
+void add_quantization_flags(CLI::App* cmd, QuantMethod* method, KvCacheDtype* kv_dtype,
+                            std::string* calibration_text, double* alpha);
 // Fills config->model_dir with the default when it is empty.
 void resolve_model_dir(EngineConfig* config);
 

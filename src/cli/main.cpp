@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   kite::cli::add_tokenize_command(app, &run);
   kite::cli::add_bench_command(app, &run);
   kite::cli::add_serve_command(app, &run);
+  kite::cli::add_eval_command(app, &run);
+  kite::cli::add_quantize_command(app, &run);
 
   CLI11_PARSE(app, argc, argv);
   kite::init_logging(log_level);

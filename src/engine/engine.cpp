@@ -9,6 +9,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "quant/calibration.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/byte_level.h"
 
@@ -75,6 +76,16 @@ Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
   return byte_placeholder_tokenizer();
 }
 
+// The model's cache layout in the dtype --kv-cache-dtype asks for.
+KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
+  KvCacheSpec spec = model.kv_cache_spec();
+  spec.dtype = model.backend().compute_dtype();  // F32 on the CPU, BF16 on CUDA
+  if (config.kv_cache_dtype == KvCacheDtype::kFp8) spec.dtype = DType::kF8E4M3;
+  spec.k_scales = config.kv_cache_k_scales;
+  spec.v_scales = config.kv_cache_v_scales;
+  return spec;
+}
+
 std::string finish_name(sched::RequestStatus s) {
   switch (s) {
     case sched::RequestStatus::kFinishedStopped:
@@ -93,12 +104,21 @@ std::string finish_name(sched::RequestStatus s) {
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, load_tokenizer(config));
   KITE_ASSIGN_OR_RETURN(Device device, parse_device(config.device, has_backend(Device::kCuda)));
+  if (device != Device::kCpu &&
+      (config.quantization != QuantMethod::kNone || config.kv_cache_dtype == KvCacheDtype::kFp8))
+    return unsupported(
+        "--quantization and --kv-cache-dtype fp8 run on the CPU backend only so far (issue 7); "
+        "use --device cpu");
   LoadOptions load;
   load.load_format = config.load_format;
   load.device = device;
-  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(config.model_dir, load));
-  const KvCacheSpec spec = model->kv_cache_spec();
-  KITE_ASSIGN_OR_RETURN(const int64_t num_blocks, kv_cache_blocks(*model, config));
+  load.quantization = config.quantization;
+  load.kv_cache_dtype = config.kv_cache_dtype;
+  load.calibration_text = config.calibration_text;
+  load.smoothquant_alpha = config.smoothquant_alpha;
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(config.model_dir, load));
+  const KvCacheSpec spec = engine_kv_spec(*model, config);
+  KITE_ASSIGN_OR_RETURN(const int64_t num_blocks, kv_cache_blocks(*model, spec, config));
   sched::SchedulerConfig sc;
   sc.num_blocks = static_cast<int32_t>(num_blocks);
   sc.block_size = config.block_size;
@@ -121,10 +141,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(sched::Scheduler scheduler, sched::Scheduler::create(sc));
   spdlog::info("KV cache: {} blocks of {} tokens ({} tokens, {:.1f} MiB)", num_blocks,
                config.block_size, num_blocks * config.block_size,
-               num_blocks * config.block_size *
-                   spec.bytes_per_token(model->backend().compute_dtype()) / 1048576.0);
-  return std::unique_ptr<Engine>(
-      new Engine(config, std::move(model), std::move(tokenizer), std::move(scheduler), num_blocks));
+               num_blocks * config.block_size * spec.bytes_per_token() / 1048576.0);
+  EngineConfig engine_config = config;
+  if (config.kv_cache_dtype == KvCacheDtype::kFp8 && !config.calibration_text.empty()) {
+    KITE_ASSIGN_OR_RETURN(KvScales scales, calibrate_kv_scales(config.model_dir, load));
+    engine_config.kv_cache_k_scales = scales.k;
+    engine_config.kv_cache_v_scales = scales.v;
+  }
+  return std::unique_ptr<Engine>(new Engine(engine_config, std::move(model), std::move(tokenizer),
+                                            std::move(scheduler), num_blocks));
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<Model> model, Tokenizer tokenizer,
@@ -132,7 +157,7 @@ Engine::Engine(EngineConfig config, std::unique_ptr<Model> model, Tokenizer toke
     : config_(std::move(config)),
       model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
-      cache_(model_->kv_cache_spec(), num_blocks, config_.block_size, model_->backend()),
+      cache_(engine_kv_spec(*model_, config_), num_blocks, config_.block_size, model_->backend()),
       runner_(*model_, cache_),
       scheduler_(std::move(scheduler)) {
   eos_ids_ = collect_eos_ids(config_.model_dir, model_->config(), tokenizer_);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/load_options.h"
 
@@ -26,6 +27,13 @@ struct EngineConfig {
   int32_t max_waiting = 1024;                   // --max-waiting: queue bound (HTTP 429 beyond)
   int32_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
+  // --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha (quant/).
+  QuantMethod quantization = QuantMethod::kNone;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  std::string calibration_text;
+  double smoothquant_alpha = 0.5;
+  // FP8 KV scales per layer, k then v (filled by Engine::create from --calibration-text).
+  std::vector<float> kv_cache_k_scales, kv_cache_v_scales;
 };
 
 }  // namespace kite

@@ -29,13 +29,11 @@ ForwardBatch profiling_batch(int64_t tokens, int64_t block_size) {
 
 }  // namespace
 
-Result<int64_t> kv_cache_blocks(Model& model, const EngineConfig& config) {
+Result<int64_t> kv_cache_blocks(Model& model, const KvCacheSpec& spec,
+                                const EngineConfig& config) {
   Backend& be = model.backend();
-  const KvCacheSpec spec = model.kv_cache_spec();
-  const DType dtype = be.compute_dtype();
   if (be.device() == Device::kCpu)
-    return KvCache::blocks_for_budget(spec, config.block_size, config.kv_cache_memory_bytes,
-                                      dtype);
+    return KvCache::blocks_for_budget(spec, config.block_size, config.kv_cache_memory_bytes);
   const int64_t tokens = std::max<int64_t>(1, config.max_num_batched_tokens);
   {
     const int64_t blocks = (tokens + config.block_size - 1) / config.block_size;
@@ -48,7 +46,7 @@ Result<int64_t> kv_cache_blocks(Model& model, const EngineConfig& config) {
   const int64_t reserve = static_cast<int64_t>((1.0 - config.gpu_memory_utilization) *
                                                static_cast<double>(total_bytes));
   const int64_t budget = free_bytes - reserve;
-  const int64_t per_block = spec.bytes_per_token(dtype) * config.block_size;
+  const int64_t per_block = spec.bytes_per_token() * config.block_size;
   spdlog::info("GPU memory: {:.1f} GiB total, {:.1f} GiB free after weights and a {}-token "
                "profiling step (activation peak {:.1f} MiB); utilization {:.2f} leaves {:.1f} "
                "GiB for the KV cache",

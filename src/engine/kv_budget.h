@@ -10,10 +10,12 @@
 
 #include "core/status.h"
 #include "engine/engine_config.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 
 namespace kite {
 
-Result<int64_t> kv_cache_blocks(Model& model, const EngineConfig& config);
+// `spec` is the cache the engine will allocate (its dtype decides the bytes per token).
+Result<int64_t> kv_cache_blocks(Model& model, const KvCacheSpec& spec, const EngineConfig& config);
 
 }  // namespace kite

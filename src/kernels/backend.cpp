@@ -40,53 +40,9 @@ void Backend::rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t
   if (v) write_cache(*v, *v_cache);
 }
 
-void Backend::moe_experts(const Tensor& x, const Tensor& router_logits,
-                          const ops::MoeRoutingParams& params, const Tensor& gate_up,
-                          const Tensor& down, Tensor& out) {
-  const int64_t t = x.size(0), d = x.size(1), k = params.top_k;
-  const int64_t num_experts = gate_up.size(0), inter = down.size(2);
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-  moe_route(router_logits, params, ids, weights);
-
-  // Group (token, weight) pairs by expert, in expert order (as transformers accumulates them):
-  // one gather puts every routed row in that order, each expert runs on its contiguous slice,
-  // and its output is scatter-added back with the routing weights.
-  std::vector<int32_t> count(num_experts, 0), offset(num_experts + 1, 0);
-  for (int32_t e : ids) {
-    if (e < 0 || e >= num_experts) throw std::runtime_error("moe: router chose a bad expert");
-    ++count[e];
-  }
-  for (int64_t e = 0; e < num_experts; ++e) offset[e + 1] = offset[e] + count[e];
-  std::vector<int32_t> rows(ids.size());
-  std::vector<float> row_weights(ids.size());
-  std::vector<int32_t> fill(offset.begin(), offset.end() - 1);
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = ids[i * k + j];
-      rows[fill[e]] = static_cast<int32_t>(i);
-      row_weights[fill[e]++] = weights[i * k + j];
-    }
-  Tensor rows_t = index(rows);
-  Tensor weights_t = floats(row_weights);
-  Tensor routed = empty({static_cast<int64_t>(rows.size()), d});
-  gather_rows(x, rows_t, routed);
-
-  Tensor acc = zeros({t, d}, DType::kF32);
-  for (int64_t e = 0; e < num_experts; ++e) {
-    const int64_t n = count[e];
-    if (n == 0) continue;
-    Tensor gu = empty({n, 2 * inter});
-    linear(routed.slice_rows(offset[e], offset[e + 1]),
-           gate_up.slice_rows(e, e + 1).view({2 * inter, d}), nullptr, gu);
-    Tensor act = empty({n, inter});
-    silu_mul(gu, act);
-    Tensor ye = empty({n, d});
-    linear(act, down.slice_rows(e, e + 1).view({d, inter}), nullptr, ye);
-    scatter_add_rows(acc, ye, rows_t.slice_rows(offset[e], offset[e + 1]),
-                     weights_t.slice_rows(offset[e], offset[e + 1]));
-  }
-  convert(acc, out);
+void Backend::moe_experts(const Tensor&, const Tensor&, const ops::MoeRoutingParams&,
+                          const Tensor&, const Tensor&, Tensor&) {
+  throw std::logic_error(name() + " backend: MoE runs per expert (layers/moe) on this backend");
 }
 
 namespace {

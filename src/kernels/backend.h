@@ -105,11 +105,14 @@ class Backend {
   // (params.correction_bias: a host F32 [E] tensor or null), runs each token's top_k experts —
   // gate_up [E, 2I, H] and down [E, H, I], the experts' weights stacked — and writes
   // out[t] = sum_k w[t, k] * down_e(silu(gate_e x) * up_e x) in compute dtype, summed in fp32.
-  // The default composes moe_route (host), gather_rows, linear, silu_mul and
-  // scatter_add_rows, expert by expert; the CUDA backend does it all on the device.
+  // The CUDA backend does it all on the device; the CPU runs experts one by one instead
+  // (layers/moe), so its default throws.
   virtual void moe_experts(const Tensor& x, const Tensor& router_logits,
                            const ops::MoeRoutingParams& params, const Tensor& gate_up,
                            const Tensor& down, Tensor& out);
+  // FP8 KV-cache scales of the layer about to run (read by rope_and_cache / attention on
+  // backends with FP8 caches: the CPU; others ignore them).
+  virtual void set_kv_scales(float k_scale, float v_scale) {}
   // Router: expert ids/weights [T, top_k] back on the host.
   virtual void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
                          std::vector<int32_t>& expert_ids, std::vector<float>& expert_weights) = 0;

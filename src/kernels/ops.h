@@ -62,7 +62,9 @@ void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& cos, con
 // Where each new token's K/V go: slot = block_id * block_size + offset_in_block.
 // Writes rows of `src` [T, width] (or [T, num_kv_heads, head_dim]) into `cache`
 // [num_blocks, block_size, ...] viewed as [num_slots, width]; each slot must be in range.
-void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache);
+// An F8_E4M3 cache stores fp8(src / scale) (saturating); an F32 cache ignores `scale`.
+void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache,
+                 float scale = 1.0f);
 
 // Paged causal attention for a flattened batch.
 //   q           [T, num_heads, head_dim_qk]
@@ -81,6 +83,9 @@ struct PagedAttentionParams {
   const std::vector<std::vector<int32_t>>* block_tables = nullptr;  // num_seqs lists
   int64_t block_size = 16;
   float scale = 1.0f;
+  // F8_E4M3 caches (both or neither) decode as fp8 * k_scale / v_scale; F32 caches ignore them.
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const PagedAttentionParams& params, Tensor& out);

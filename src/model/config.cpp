@@ -270,9 +270,12 @@ Status read_quantization(const json& root, const std::string& source, ModelConfi
   std::string method, fmt = "e4m3";
   KITE_RETURN_IF_ERROR(read_string(*q, "quant_method", ctx, &method));
   if (method.empty()) return ctx.missing("quant_method");
+  // INT4 / kite checkpoints: read by quant/checkpoint_formats (quant/quant_plan.h).
+  if (method == "awq" || method == "gptq" || method == "compressed-tensors") return ok_status();
   if (method != "fp8")
     return unsupported(source + ": quantization_config.quant_method '" + method +
-                       "' is not supported (supported: fp8 with weight_block_size)");
+                       "' is not supported (supported: fp8 with weight_block_size, awq, gptq, "
+                       "compressed-tensors)");
   KITE_RETURN_IF_ERROR(read_string(*q, "fmt", ctx, &fmt));
   if (fmt != "e4m3")
     return unsupported(source + ": quantization_config.fmt '" + fmt +

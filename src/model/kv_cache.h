@@ -21,9 +21,13 @@ struct KvCacheSpec {
   int64_t k_head_dim = 0;
   int64_t v_head_dim = 0;
   bool shares_kv = false;  // MLA: values are read from the k (latent) cache
+  // F32, or F8_E4M3 (--kv-cache-dtype fp8): stored as fp8(x / scale) with per-layer scales.
+  DType dtype = DType::kF32;
+  // Per-layer FP8 scales (KvCache's initial k_scale / v_scale); empty: 1.0 for every layer.
+  std::vector<float> k_scales, v_scales;
 
-  // Bytes one token occupies across all layers in `dtype` (F32 on the CPU, BF16 on CUDA).
-  int64_t bytes_per_token(DType dtype = DType::kF32) const;
+  // Bytes one token occupies across all layers.
+  int64_t bytes_per_token() const;
 };
 
 class KvCache {
@@ -31,17 +35,25 @@ class KvCache {
   KvCache() = default;
   // Host fp32 cache.
   KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size);
-  // Cache in `backend`'s memory and compute dtype (the model's backend).
+  // Cache on the model's backend: the host constructor on the CPU (spec.dtype, F32 or FP8);
+  // on CUDA the backend's memory in its compute dtype (BF16), scales 1.
   KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size, Backend& backend);
   // As many blocks as fit in `budget_bytes` (at least one).
   static int64_t blocks_for_budget(const KvCacheSpec& spec, int64_t block_size,
-                                   int64_t budget_bytes, DType dtype = DType::kF32);
+                                   int64_t budget_bytes);
 
   const KvCacheSpec& spec() const { return spec_; }
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   Tensor& k(int64_t layer) { return k_[layer]; }
   Tensor& v(int64_t layer) { return spec_.shares_kv ? k_[layer] : v_[layer]; }
+  // Per-layer dequantization scales of an FP8 cache (1.0 unless set; an F32 cache ignores them).
+  float k_scale(int64_t layer) const { return k_scale_[layer]; }
+  float v_scale(int64_t layer) const { return v_scale_[layer]; }
+  void set_scales(int64_t layer, float k_scale, float v_scale) {
+    k_scale_[layer] = k_scale;
+    v_scale_[layer] = v_scale;
+  }
 
  private:
   KvCacheSpec spec_;
@@ -49,6 +61,7 @@ class KvCache {
   int64_t block_size_ = 0;
   std::vector<Tensor> k_;
   std::vector<Tensor> v_;
+  std::vector<float> k_scale_, v_scale_;
 };
 
 }  // namespace kite

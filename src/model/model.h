@@ -29,7 +29,7 @@ class Model {
   virtual KvCacheSpec kv_cache_spec() const = 0;
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache) = 0;
   // The device the weights live on; the KV cache must be allocated on it too.
-  virtual Backend& backend() = 0;
+  virtual Backend& backend() const = 0;
 };
 
 // Builds a model of one architecture family from a config and its weights.

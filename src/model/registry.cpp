@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include "model/model.h"
+#include "quant/quant_plan.h"
 
 namespace kite {
 
@@ -23,6 +24,17 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       dummy ? Result<WeightStore>(WeightStore::dummy(config, options.dummy_seed))
             : WeightStore::open(model_dir, WeightStoreOptions::from_config(config));
   if (!weights.ok()) return weights.status();
+  if (!dummy || options.quantization != QuantMethod::kNone) {
+    std::shared_ptr<const QuantPlan> plan = options.plan;
+    if (!plan) {
+      if (needs_calibration(options.quantization))
+        return invalid_argument("--quantization " +
+                                std::string(quant_method_name(options.quantization)) +
+                                " needs calibration: load through load_quantized_model");
+      KITE_ASSIGN_OR_RETURN(plan, make_base_plan(model_dir, config, options.quantization));
+    }
+    weights->set_quant_plan(std::move(plan));
+  }
   KITE_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, create_backend(options.device));
   Result<std::unique_ptr<Model>> model = unsupported("model_type " + config.model_type_name);
   switch (config.model_type) {

@@ -31,6 +31,7 @@
 namespace kite {
 
 struct ModelConfig;
+struct QuantPlan;
 
 struct WeightStoreOptions {
   // FP8 scale block size (quantization_config.weight_block_size).
@@ -68,6 +69,10 @@ class WeightStore {
   // FP8 tensors with a `_scale_inv` companion come back dequantised.
   Result<Tensor> get_f32(const std::string& name, const Shape& expected) const;
 
+  // What Linear::load does with quantized checkpoints and on-load quantization (null: none).
+  const QuantPlan* quant_plan() const { return quant_plan_.get(); }
+  void set_quant_plan(std::shared_ptr<const QuantPlan> plan) { quant_plan_ = std::move(plan); }
+
  private:
   struct Entry {
     size_t file_index;
@@ -95,6 +100,7 @@ class WeightStore {
     bool tie_word_embeddings;
   };
   std::optional<DummySpec> dummy_;
+  std::shared_ptr<const QuantPlan> quant_plan_;
 };
 
 }  // namespace kite

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/attention_fp8.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/ops.h"
 
@@ -188,6 +189,8 @@ void attend_one(const float* q, const float* k_cache, const float* v_cache,
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const PagedAttentionParams& params, Tensor& out) {
+  if (k_cache.dtype() == DType::kF8E4M3 || v_cache.dtype() == DType::kF8E4M3)
+    return cpu::paged_attention_fp8(q, k_cache, v_cache, params, out);
   const AttentionDims d = check_tensors(q, k_cache, v_cache, params, out);
   const std::vector<int32_t> token_seq = check_batch(params, d);
   if (d.num_tokens == 0 || d.num_heads == 0) return;

@@ -1,15 +1,21 @@
 // KV-cache store: copies each new token's row into its slot of the paged cache.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/ops.h"
+#include "quant/fp8_codec.h"
 
 namespace kite::ops {
 
-void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache) {
+void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache,
+                 float scale) {
   constexpr const char* kOp = "write_cache";
   cpu::check_f32(src, kOp, "src");
-  cpu::check_f32(cache, kOp, "cache");
+  const bool fp8 = cache.dtype() == DType::kF8E4M3;
+  if (!fp8) cpu::check_f32(cache, kOp, "cache");
+  KITE_OP_CHECK(!fp8 || (scale > 0.0f && std::isfinite(scale)), kOp,
+                "an FP8 cache needs a positive finite scale");
   KITE_OP_CHECK(cache.dim() >= 3, kOp,
                 "cache must be [num_blocks, block_size, ...], got " + cpu::shape_of(cache));
   const int64_t num_slots = cache.size(0) * cache.size(1);
@@ -26,6 +32,14 @@ void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tenso
                       " is outside the cache's " + std::to_string(num_slots) + " slots");
   }
   const float* in = src.data<float>();
+  if (fp8) {
+    const float inv = 1.0f / scale;
+    uint8_t* out = cache.data<uint8_t>();
+    for (int64_t t = 0; t < num_tokens; ++t)
+      for (int64_t i = 0; i < width; ++i)
+        out[slot_mapping[t] * width + i] = fp8e4m3_encode(in[t * width + i] * inv);
+    return;
+  }
   float* out = cache.data<float>();
   for (int64_t t = 0; t < num_tokens; ++t)
     std::memcpy(out + slot_mapping[t] * width, in + t * width, width * sizeof(float));

@@ -61,14 +61,30 @@ class CpuBackend final : public Backend {
   void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, ops::RopeStyle style) override {
     ops::rope(x, rot_offset, rot_dim, cos_, sin_, style);
   }
+  void set_kv_scales(float k_scale, float v_scale) override {
+    k_scale_ = k_scale;
+    v_scale_ = v_scale;
+  }
+  // write_cache serves K; V goes through rope_and_cache, which knows which is which.
   void write_cache(const Tensor& src, Tensor& cache) override {
-    ops::write_cache(src, step().slot_mapping, cache);
+    ops::write_cache(src, step().slot_mapping, cache, k_scale_);
+  }
+  void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
+                      const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
+                      ops::RopeStyle style) override {
+    if (q) rope(*q, q_rot_offset, rot_dim, style);
+    rope(k, k_rot_offset, rot_dim, style);
+    ops::write_cache(k, step().slot_mapping, k_cache, k_scale_);
+    if (v) ops::write_cache(*v, step().slot_mapping, *v_cache, v_scale_);
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                  Tensor& out) override {
     step();
     ops::PagedAttentionParams p = params_;
     p.scale = scale;
+    p.k_scale = k_scale_;
+    // MLA's latent rows are the values too: one cache, one scale.
+    p.v_scale = v_cache.raw() == k_cache.raw() ? k_scale_ : v_scale_;
     // MLA reads values from the latent cache (v_cache is k_cache) and wants only the first
     // out-width dims of each; the CPU op writes full rows, so go through a wider temporary.
     if (v_cache.size(-1) != out.size(-1)) {
@@ -144,6 +160,7 @@ class CpuBackend final : public Backend {
   const ForwardBatch* batch_ = nullptr;
   Tensor cos_, sin_;
   ops::PagedAttentionParams params_;
+  float k_scale_ = 1.0f, v_scale_ = 1.0f;
 };
 
 }  // namespace

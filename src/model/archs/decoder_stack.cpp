@@ -35,6 +35,8 @@ Tensor DecoderStack::forward(const ForwardBatch& batch, KvCache& cache) {
   be.rms_norm(residual, layers_[0].input_norm, eps, h);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
+    be.set_kv_scales(cache.k_scale(static_cast<int64_t>(l)),  // FP8 caches only
+                     cache.v_scale(static_cast<int64_t>(l)));
     Tensor attn_out = std::visit(
         [&](auto& attn) -> Tensor {
           using T = std::decay_t<decltype(attn)>;

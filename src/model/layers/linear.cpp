@@ -1,31 +1,150 @@
 #include "model/layers/linear.h"
 
+#include <cstring>
+
+#include "kernels/quant_ops.h"
+#include "quant/activation_recorder.h"
+#include "quant/checkpoint_formats.h"
+#include "quant/quant_plan.h"
+
 namespace kite {
+namespace {
+
+// After the fp32 weight is loaded (the parts `keys` stacked by rows, `outs` rows each): report
+// each part to a calibration recorder, then let the store's plan smooth and/or quantize each
+// part (gate and up share their input, so they are smoothed alike and both quantized or not).
+Status finish_load(const WeightStore& weights, const std::vector<std::string>& keys,
+                   const std::vector<int64_t>& outs, Linear& l) {
+  ActivationRecorder* rec = active_recorder();
+  const QuantPlan* plan = weights.quant_plan();
+  if (!rec && !plan) return ok_status();
+  std::vector<QuantizedWeight> quantized;
+  int64_t row = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Tensor part = l.weight.slice_rows(row, row + outs[i]);
+    if (rec) rec->on_load(keys[i], part, l.weight.raw());
+    if (plan) {
+      KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> q, plan_linear(*plan, keys[i], part));
+      if (q) quantized.push_back(std::move(*q));
+    }
+    row += outs[i];
+  }
+  if (quantized.empty()) return ok_status();
+  if (quantized.size() != keys.size())
+    return internal_error("'" + keys[0] + "': the plan quantizes only some stacked parts");
+  KITE_ASSIGN_OR_RETURN(QuantizedWeight q, quantized.size() == 1
+                                               ? Result<QuantizedWeight>(std::move(quantized[0]))
+                                               : stack_quantized_rows(quantized));
+  l.quant = std::make_shared<const QuantizedWeight>(std::move(q));
+  l.weight = Tensor();
+  return ok_status();
+}
+
+Status cpu_only(const Backend& be, const std::string& name) {
+  if (be.device() == Device::kCpu) return ok_status();
+  return unsupported("'" + name + "': quantized weights run on the CPU backend only so far");
+}
+
+// No plan and no recorder: the backend may load the weight its own way (CUDA: dummy weights
+// made on the device).
+bool plain_load(const WeightStore& weights) {
+  return weights.quant_plan() == nullptr && active_recorder() == nullptr;
+}
+
+}  // namespace
+
+Tensor Linear::operator()(Backend& be, const Tensor& x) const {
+  Tensor y = be.empty({x.size(0), out_features()});
+  const Tensor* b = bias.defined() ? &bias : nullptr;
+  if (quant) {  // CPU only: load refuses quantized weights on other backends
+    ops::quantized_linear(x, *quant, b, y);
+    return y;
+  }
+  if (ActivationRecorder* rec = active_recorder()) rec->on_input(weight.raw(), x);
+  be.linear(x, weight, b, y);
+  return y;
+}
 
 Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::string& name,
                             int64_t out, int64_t in, bool with_bias) {
   Linear l;
-  KITE_ASSIGN_OR_RETURN(l.weight, be.weight(weights, name + ".weight", {out, in}));
   if (with_bias) {
     KITE_ASSIGN_OR_RETURN(l.bias, load_vector(be, weights, name + ".bias", out));
   }
+  KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> stored,
+                        load_checkpoint_linear(weights, name, out, in));
+  if (stored) {
+    KITE_RETURN_IF_ERROR(cpu_only(be, name));
+    l.quant = std::make_shared<const QuantizedWeight>(std::move(*stored));
+    return l;
+  }
+  if (plain_load(weights)) {
+    KITE_ASSIGN_OR_RETURN(l.weight, be.weight(weights, name + ".weight", {out, in}));
+    return l;
+  }
+  KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(name + ".weight", {out, in}));
+  KITE_RETURN_IF_ERROR(finish_load(weights, {name}, {out}, l));
+  if (l.quant) {
+    KITE_RETURN_IF_ERROR(cpu_only(be, name));
+    return l;
+  }
+  l.weight = be.upload(l.weight);
   return l;
 }
 
 Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
                                     const std::vector<std::string>& names,
                                     const std::vector<int64_t>& outs, int64_t in) {
-  std::vector<std::string> tensors;
-  for (const std::string& n : names) tensors.push_back(n + ".weight");
+  int64_t total = 0;
+  for (int64_t o : outs) total += o;
   Linear l;
-  KITE_ASSIGN_OR_RETURN(l.weight, be.stacked_weight(weights, tensors, outs, in));
+  // A quantized checkpoint stores each part quantized: stack the parts' codes.
+  std::vector<QuantizedWeight> parts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> stored,
+                          load_checkpoint_linear(weights, names[i], outs[i], in));
+    if (stored) parts.push_back(std::move(*stored));
+  }
+  if (!parts.empty()) {
+    if (parts.size() != names.size())
+      return corrupt("'" + names[0] + "': some stacked parts are quantized and some are not");
+    KITE_RETURN_IF_ERROR(cpu_only(be, names[0]));
+    KITE_ASSIGN_OR_RETURN(QuantizedWeight stacked, stack_quantized_rows(parts));
+    l.quant = std::make_shared<const QuantizedWeight>(std::move(stacked));
+    return l;
+  }
+  if (plain_load(weights)) {
+    std::vector<std::string> tensors;
+    for (const std::string& n : names) tensors.push_back(n + ".weight");
+    KITE_ASSIGN_OR_RETURN(l.weight, be.stacked_weight(weights, tensors, outs, in));
+    return l;
+  }
+  l.weight = Tensor::empty({total, in});
+  int64_t row = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    KITE_ASSIGN_OR_RETURN(Tensor part, weights.get_f32(names[i] + ".weight", {outs[i], in}));
+    std::memcpy(l.weight.data<float>() + row * in, part.data<float>(), part.size_bytes());
+    row += outs[i];
+  }
+  KITE_RETURN_IF_ERROR(finish_load(weights, names, outs, l));
+  if (l.quant) {
+    KITE_RETURN_IF_ERROR(cpu_only(be, names[0]));
+    return l;
+  }
+  l.weight = be.upload(l.weight);
   return l;
 }
 
 Result<Tensor> load_vector(Backend& be, const WeightStore& weights, const std::string& name,
                            int64_t size) {
-  KITE_ASSIGN_OR_RETURN(Tensor host, weights.get_f32(name, {size}));
-  return be.upload(host);
+  KITE_ASSIGN_OR_RETURN(Tensor v, weights.get_f32(name, {size}));
+  // SmoothQuant / AWQ fold 1/s into the norm whose output feeds the smoothed linears.
+  if (const QuantPlan* plan = weights.quant_plan()) {
+    auto it = plan->norm_divisors.find(name);
+    if (it != plan->norm_divisors.end() && static_cast<int64_t>(it->second.size()) == size)
+      for (int64_t i = 0; i < size; ++i) v.f32()[i] /= it->second[i];
+  }
+  return be.upload(v);
 }
 
 }  // namespace kite

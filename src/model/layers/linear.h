@@ -1,29 +1,30 @@
 // Linear: a weight [out, in] (+ optional bias [out]) loaded by name into a backend's memory,
-// applied with Backend::linear.
+// applied with Backend::linear — or, when `quant` is set (a quantized checkpoint or
+// --quantization; CPU backend only so far), with ops::quantized_linear; `weight` is then
+// undefined. Loading consults the WeightStore's QuantPlan (quant/quant_plan.h).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/status.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "model/weight_store.h"
+#include "quant/quantized_weight.h"
 
 namespace kite {
 
 struct Linear {
-  Tensor weight;  // [out_features, in_features]
-  Tensor bias;    // [out_features] or undefined
+  Tensor weight;                                 // [out_features, in_features]
+  Tensor bias;                                   // [out_features] or undefined
+  std::shared_ptr<const QuantizedWeight> quant;  // set: used instead of `weight`
 
-  int64_t out_features() const { return weight.size(0); }
-  int64_t in_features() const { return weight.size(1); }
+  int64_t out_features() const { return quant ? quant->out_features : weight.size(0); }
+  int64_t in_features() const { return quant ? quant->in_features : weight.size(1); }
 
   // y [T, out] = x [T, in] · W^T (+ b); y is step scratch of `be`.
-  Tensor operator()(Backend& be, const Tensor& x) const {
-    Tensor y = be.empty({x.size(0), out_features()});
-    be.linear(x, weight, bias.defined() ? &bias : nullptr, y);
-    return y;
-  }
+  Tensor operator()(Backend& be, const Tensor& x) const;
 
   // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
   static Result<Linear> load(Backend& be, const WeightStore& weights, const std::string& name,
@@ -35,7 +36,8 @@ struct Linear {
                                      const std::vector<int64_t>& outs, int64_t in);
 };
 
-// `<name>` as a 1-D tensor of `size` in the backend's memory (norm weights, biases).
+// `<name>` as a 1-D tensor of `size` in the backend's memory (norm weights, biases), with
+// SmoothQuant/AWQ divisors folded in where the plan has them.
 Result<Tensor> load_vector(Backend& be, const WeightStore& weights, const std::string& name,
                            int64_t size);
 

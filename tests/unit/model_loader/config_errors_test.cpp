@@ -185,12 +185,13 @@ const ErrorCase kCases[] = {
      },
      ErrorCode::kUnsupported,
      {"use_sliding_window"}},
-    {"quant_awq",
+    {"quant_bitsandbytes",  // awq / gptq / compressed-tensors are read by quant/ (issue #7)
      [] {
-       return with(small_llama(), {{"quantization_config", {{"quant_method", "awq"}}}});
+       return with(small_llama(),
+                   {{"quantization_config", {{"quant_method", "bitsandbytes"}}}});
      },
      ErrorCode::kUnsupported,
-     {"quant_method 'awq'"}},
+     {"quant_method 'bitsandbytes'"}},
     {"fp8_per_tensor",
      [] {
        return with(small_llama(), {{"quantization_config", {{"quant_method", "fp8"}}}});

@@ -210,9 +210,9 @@ class CudaBackend final : public Backend {
                    const Tensor& gate_up, const Tensor& down, Tensor& out) override {
     const int64_t t = x.size(0), d = x.size(1), k = params.top_k;
     const int64_t experts = gate_up.size(0), inter = down.size(2);
-    static const bool host_moe = std::getenv("KITE_CUDA_MOE_HOST") != nullptr;  // A/B switch
-    if (host_moe || d % 8 != 0 || inter % 8 != 0)  // the grouped GEMM's tiles need both
-      return Backend::moe_experts(x, logits, params, gate_up, down, out);
+    if (d % 8 != 0 || inter % 8 != 0)  // the grouped GEMM's tiles need both
+      throw std::invalid_argument("moe: hidden " + std::to_string(d) + " and moe_intermediate " +
+                                  std::to_string(inter) + " must be multiples of 8 on CUDA");
     // Routing, permutation, both expert GEMMs and the combine stay on the device: no sync.
     ops::MoeRoutingParams p = params;
     if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);

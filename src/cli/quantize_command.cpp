@@ -1,0 +1,45 @@
+// `kite quantize`: writes a quantized copy of a checkpoint that kite loads back
+// (quant/export.h for the layouts).
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "quant/calibration.h"
+#include "quant/export.h"
+
+namespace kite::cli {
+
+void add_quantize_command(CLI::App& app, CommandRunner* run) {
+  struct Flags {
+    std::string model_dir, out_dir;
+    LoadOptions load;
+  };
+  auto f = std::make_shared<Flags>();
+  auto* cmd =
+      app.add_subcommand("quantize", "Write a quantized checkpoint (AWQ / compressed-tensors)");
+  cmd->add_option("--model", f->model_dir, "Hugging Face model folder (default: kite-tiny)");
+  cmd->add_option("--out", f->out_dir, "Folder to write")->required();
+  cmd->add_option_function<std::string>(
+         "--method",
+         [f](const std::string& name) {
+           auto m = parse_quant_method(name);
+           if (!m.ok()) throw CLI::ValidationError("--method", m.status().message());
+           f->load.quantization = *m;
+         },
+         "fp8|int8|int4|awq")
+      ->required()
+      ->check(CLI::IsMember({"fp8", "int8", "int4", "awq"}));
+  cmd->add_option("--calibration-text", f->load.calibration_text,
+                  "Text file for int8 / awq calibration")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--smoothquant-alpha", f->load.smoothquant_alpha, "SmoothQuant alpha (0.5)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->callback([run, f] {
+    *run = [f]() -> Status {
+      if (f->model_dir.empty()) f->model_dir = default_model_dir();
+      KITE_ASSIGN_OR_RETURN(std::shared_ptr<const QuantPlan> plan,
+                            build_quant_plan(f->model_dir, f->load));
+      return export_quantized_checkpoint(f->model_dir, *plan, f->out_dir);
+    };
+  });
+}
+
+}  // namespace kite::cli

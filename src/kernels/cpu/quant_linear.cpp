@@ -1,0 +1,90 @@
+// quantized_linear on the CPU: fake-quantized activations × weight tiles dequantized to fp32,
+// one sgemm per tile (see kernels/quant_ops.h for why this is the reference numerics).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/blas_setup.h"
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/quant_ops.h"
+
+namespace kite::ops {
+namespace {
+
+constexpr const char* kOp = "quantized_linear";
+// Output rows dequantized at once: large enough for an efficient GEMM, small enough that the
+// fp32 tile (rows × K floats) stays a few MB for K up to ~8k.
+constexpr int64_t kTileRows = 256;
+// Dequantizing is a table lookup per weight; below this many weights per tile one thread does
+// it: an OpenMP team forked next to OpenBLAS's own threads spins and yields against them and
+// cost 2x end to end on kite-tiny's small expert GEMMs.
+constexpr int64_t kParallelDequantMin = 1 << 20;
+
+// x (with input_scale applied) as the kernel's activation quantization sees it, [m, k].
+std::vector<float> prepare_activations(const Tensor& x, const QuantizedWeight& w, int64_t m) {
+  const int64_t k = w.in_features;
+  std::vector<float> a(static_cast<size_t>(m * k));
+  std::memcpy(a.data(), x.data<float>(), a.size() * sizeof(float));
+  if (w.input_scale.defined()) {
+    const float* s = w.input_scale.data<float>();
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < k; ++i) a[r * k + i] *= s[i];
+  }
+  switch (w.format) {
+    case QuantFormat::kFp8PerChannel:
+      fake_quantize_fp8_rows(a.data(), m, k, k);
+      break;
+    case QuantFormat::kFp8Block:
+      fake_quantize_fp8_rows(a.data(), m, k, w.block_cols);
+      break;
+    case QuantFormat::kInt8PerChannel:
+      fake_quantize_int8_rows(a.data(), m, k);
+      break;
+    case QuantFormat::kInt4Group:
+      break;
+  }
+  return a;
+}
+
+}  // namespace
+
+void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* bias, Tensor& y) {
+  cpu::check_f32(x, kOp, "x");
+  cpu::check_f32(y, kOp, "y");
+  const int64_t n = w.out_features, k = w.in_features;
+  const int64_t m = cpu::rows_with_width(x, k, kOp, "x");
+  KITE_OP_CHECK(y.size(-1) == n && y.numel() == m * n, kOp,
+                "y " + cpu::shape_of(y) + " must be [" + std::to_string(m) + ", " +
+                    std::to_string(n) + "] for x " + cpu::shape_of(x));
+  KITE_OP_CHECK(!cpu::overlaps(x, y), kOp, "y must not alias x");
+  KITE_OP_CHECK(w.codes.defined() && w.scales.defined(), kOp, "weight has no codes or scales");
+  if (bias) {
+    cpu::check_f32(*bias, kOp, "bias");
+    KITE_OP_CHECK(bias->numel() == n, kOp, "bias must have " + std::to_string(n) + " values");
+  }
+  if (m == 0 || n == 0) return;
+  float* out = y.data<float>();
+  for (int64_t r = 0; r < m; ++r) {
+    if (bias)
+      std::memcpy(out + r * n, bias->data<float>(), n * sizeof(float));
+    else
+      std::fill(out + r * n, out + (r + 1) * n, 0.0f);
+  }
+  const std::vector<float> a = prepare_activations(x, w, m);
+  std::vector<float> tile(static_cast<size_t>(std::min(n, kTileRows) * k));
+  cpu::ensure_blas_ready();
+  for (int64_t n0 = 0; n0 < n; n0 += kTileRows) {
+    const int64_t tn = std::min(kTileRows, n - n0);
+    constexpr int64_t kChunk = 16;
+#pragma omp parallel for schedule(static) if (tn * k >= kParallelDequantMin)
+    for (int64_t c = 0; c < tn; c += kChunk)
+      w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile.data() + c * k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
+                static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), tile.data(),
+                static_cast<int>(k), 1.0f, out + n0, static_cast<int>(n));
+  }
+}
+
+}  // namespace kite::ops

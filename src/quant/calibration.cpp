@@ -1,0 +1,154 @@
+#include "quant/calibration.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "quant/activation_recorder.h"
+#include "quant/smoothing_search.h"
+#include "quant/text_scoring.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kite {
+namespace {
+
+class CalibrationRecorder final : public ActivationRecorder {
+ public:
+  void on_load(const std::string& key, const Tensor& weight, const void* id) override {
+    LinearActivations& a = by_id_[id];
+    a.parts.push_back({key, weight});
+    a.in = weight.size(1);
+  }
+  void on_input(const void* id, const Tensor& x) override {
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) return;
+    LinearActivations& a = it->second;
+    const int64_t k = a.in, rows = x.numel() / k;
+    if (a.amax.empty()) {
+      a.amax.assign(k, 0.0f);
+      a.asum.assign(k, 0.0);
+    }
+    const float* xd = x.data<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = xd + r * k;
+      for (int64_t i = 0; i < k; ++i) {
+        a.amax[i] = std::max(a.amax[i], std::fabs(row[i]));
+        a.asum[i] += std::fabs(row[i]);
+      }
+      // Reservoir sampling keeps a uniform sample of all rows seen.
+      const int64_t seen = a.rows++;
+      int64_t slot = seen;
+      if (seen >= kSampleRows) slot = std::uniform_int_distribution<int64_t>(0, seen)(rng_);
+      if (slot < kSampleRows) {
+        if (seen < kSampleRows) a.samples.resize((seen + 1) * k);
+        std::copy(row, row + k, a.samples.begin() + slot * k);
+      }
+    }
+  }
+  std::map<const void*, LinearActivations>& linears() { return by_id_; }
+
+ private:
+  std::map<const void*, LinearActivations> by_id_;
+  std::mt19937_64 rng_{20261129};
+};
+
+// Installs a recorder for one scope (calibration runs on the calling thread only).
+struct RecorderScope {
+  explicit RecorderScope(ActivationRecorder* r) { set_active_recorder(r); }
+  ~RecorderScope() { set_active_recorder(nullptr); }
+};
+
+Result<std::vector<LinearActivations>> record_activations(const std::string& model_dir,
+                                                          const LoadOptions& options) {
+  if (options.calibration_text.empty())
+    return invalid_argument(
+        "--quantization " + std::string(quant_method_name(options.quantization)) +
+        " needs --calibration-text FILE (a text other than the one you evaluate on)");
+  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.calibration_text));
+  KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
+  std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
+  if (static_cast<int64_t>(ids.size()) > kCalibrationTokens) ids.resize(kCalibrationTokens);
+  if (ids.size() < 16)
+    return invalid_argument("calibration text '" + options.calibration_text + "' is too short");
+  CalibrationRecorder recorder;
+  {
+    RecorderScope scope(&recorder);
+    LoadOptions plain;
+    plain.load_format = options.load_format;
+    plain.dummy_seed = options.dummy_seed;
+    KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(model_dir, plain));
+    constexpr int64_t kWindow = 512;
+    for (size_t s = 0; s < ids.size(); s += kWindow) {
+      const size_t n = std::min<size_t>(kWindow, ids.size() - s);
+      run_sequence(*model, std::span<const int32_t>(ids).subspan(s, n), DType::kF32, kWindow,
+                   LogitsMode::kNone);
+    }
+  }
+  spdlog::info("calibration: {} tokens of {}", ids.size(), options.calibration_text);
+  std::vector<LinearActivations> out;
+  for (auto& [id, a] : recorder.linears()) out.push_back(std::move(a));
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const QuantPlan>> build_quant_plan(const std::string& model_dir,
+                                                          const LoadOptions& options) {
+  KITE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
+  KITE_ASSIGN_OR_RETURN(std::shared_ptr<QuantPlan> plan,
+                        make_base_plan(model_dir, config, options.quantization));
+  if (!needs_calibration(options.quantization)) return std::shared_ptr<const QuantPlan>(plan);
+  KITE_ASSIGN_OR_RETURN(std::vector<LinearActivations> acts,
+                        record_activations(model_dir, options));
+  if (options.quantization == QuantMethod::kInt8)
+    smoothquant_plan(acts, options.smoothquant_alpha, *plan);
+  else
+    awq_plan(acts, *plan);
+  return std::shared_ptr<const QuantPlan>(plan);
+}
+
+Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOptions& options) {
+  if (options.calibration_text.empty())
+    return invalid_argument("FP8 KV scale calibration needs --calibration-text FILE");
+  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.calibration_text));
+  KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
+  std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
+  if (ids.size() > 2048) ids.resize(2048);
+  LoadOptions plain;
+  plain.load_format = options.load_format;
+  plain.dummy_seed = options.dummy_seed;
+  KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(model_dir, plain));
+  const int64_t layers = model->kv_cache_spec().num_layers;
+  std::vector<float> k_max(layers, 0.0f), v_max(layers, 0.0f);
+  constexpr int64_t kWindow = 512;
+  for (size_t s = 0; s < ids.size(); s += kWindow) {
+    const size_t n = std::min<size_t>(kWindow, ids.size() - s);
+    KvCache cache =
+        run_sequence_cache(*model, std::span<const int32_t>(ids).subspan(s, n), kWindow);
+    for (int64_t l = 0; l < layers; ++l) {
+      for (float x : cache.k(l).f32()) k_max[l] = std::max(k_max[l], std::fabs(x));
+      for (float x : cache.v(l).f32()) v_max[l] = std::max(v_max[l], std::fabs(x));
+    }
+  }
+  KvScales scales;
+  for (int64_t l = 0; l < layers; ++l) {
+    scales.k.push_back(std::max(k_max[l], 1e-6f) / 448.0f);
+    scales.v.push_back(std::max(v_max[l], 1e-6f) / 448.0f);
+    spdlog::info("kv fp8 scales layer {}: k {:.3g} v {:.3g}", l, scales.k[l], scales.v[l]);
+  }
+  return scales;
+}
+
+Result<std::unique_ptr<Model>> load_quantized_model(const std::string& model_dir,
+                                                    const LoadOptions& options) {
+  LoadOptions o = options;
+  if (!o.plan && o.load_format != LoadFormat::kDummy) {
+    KITE_ASSIGN_OR_RETURN(o.plan, build_quant_plan(model_dir, options));
+  }
+  return load_model(model_dir, o);
+}
+
+}  // namespace kite

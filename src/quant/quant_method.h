@@ -1,0 +1,28 @@
+// The --quantization and --kv-cache-dtype choices (kept apart from quant_plan.h so the engine
+// and CLI configs can name them without the quantization machinery).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kite {
+
+// none: the checkpoint as stored (fp32 compute); fp8: FP8 E4M3 per-channel weights with
+// per-token dynamic FP8 activations (a DeepSeek FP8 block checkpoint instead stays in its
+// 128x128 blocks); int8: SmoothQuant W8A8 (needs calibration text); int4: group-128
+// round-to-nearest W4A16; awq: int4 with activation-aware scales and clipping (calibration).
+enum class QuantMethod : uint8_t { kNone, kFp8, kInt8, kInt4, kAwq };
+Result<QuantMethod> parse_quant_method(std::string_view name);
+std::string_view quant_method_name(QuantMethod method);
+inline bool needs_calibration(QuantMethod m) {
+  return m == QuantMethod::kInt8 || m == QuantMethod::kAwq;
+}
+
+// auto: the compute dtype (fp32 on the CPU); fp8: FP8 E4M3 with a scale per layer for K and V.
+enum class KvCacheDtype : uint8_t { kAuto, kFp8 };
+Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
+std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
+
+}  // namespace kite

@@ -1,0 +1,238 @@
+// quantized_linear against float64 references that apply each format's documented arithmetic
+// (integer / FP8 codes and scales) directly, on random inputs with partial blocks and groups.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "../kernels/kernel_test_util.h"
+#include "kernels/ops.h"
+#include "kernels/quant_ops.h"
+#include "quant/quantized_weight.h"
+
+namespace kite {
+namespace {
+
+using testing::all_close;
+using testing::random_tensor;
+
+double fp8_value(double v) { return fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(v))); }
+
+// Per-row (or per-group) activation quantization in double: returns the decoded values.
+std::vector<double> ref_act_fp8(const Tensor& x, int64_t group) {
+  const int64_t m = x.size(0), k = x.size(1);
+  std::vector<double> out(m * k);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c0 = 0; c0 < k; c0 += group) {
+      const int64_t c1 = std::min(k, c0 + group);
+      double amax = 0;
+      for (int64_t i = c0; i < c1; ++i)
+        amax = std::max(amax, std::fabs((double)x.f32()[r * k + i]));
+      const double s = static_cast<float>(amax) / 448.0f;
+      for (int64_t i = c0; i < c1; ++i)
+        out[r * k + i] =
+            fp8_value(x.f32()[r * k + i] / static_cast<float>(s)) * static_cast<float>(s);
+    }
+  return out;
+}
+
+std::vector<double> ref_matmul(const std::vector<double>& a, const std::vector<double>& w,
+                               int64_t m, int64_t n, int64_t k, const Tensor* bias) {
+  std::vector<double> y(m * n);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double s = bias ? bias->f32()[c] : 0.0;
+      for (int64_t i = 0; i < k; ++i) s += a[r * k + i] * w[c * k + i];
+      y[r * n + c] = s;
+    }
+  return y;
+}
+
+Tensor run(const Tensor& x, const QuantizedWeight& q, const Tensor* bias) {
+  EXPECT_TRUE(q.validate().ok()) << q.validate().message();
+  Tensor y = testing::poisoned({x.size(0), q.out_features});
+  ops::quantized_linear(x, q, bias, y);
+  return y;
+}
+
+// Relative Frobenius distance between a result and the fp32 linear: quantization must stay
+// close to the unquantized layer (catches a scale applied twice or a wrong nibble order).
+double rel_to_fp32(const Tensor& y, const Tensor& x, const Tensor& w) {
+  Tensor ref = Tensor::empty({x.size(0), w.size(0)});
+  ops::linear(x, w, nullptr, ref);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    num += std::pow(y.f32()[i] - ref.f32()[i], 2);
+    den += std::pow(ref.f32()[i], 2);
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(QuantLinear, Fp8PerChannelMatchesFloat64Reference) {
+  std::mt19937 rng(1);
+  const int64_t m = 5, n = 40, k = 300;
+  Tensor x = random_tensor({m, k}, rng, -3.0f, 3.0f), w = random_tensor({n, k}, rng);
+  Tensor bias = random_tensor({n}, rng);
+  QuantizedWeight q = quantize_fp8_per_channel(w);
+  std::vector<double> wd(n * k);
+  for (int64_t r = 0; r < n; ++r) {
+    double amax = 0;
+    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs((double)w.f32()[r * k + i]));
+    const float s = static_cast<float>(amax) / 448.0f;
+    for (int64_t i = 0; i < k; ++i) wd[r * k + i] = fp8_value(w.f32()[r * k + i] / s) * s;
+  }
+  Tensor y = run(x, q, &bias);
+  EXPECT_TRUE(all_close(y.f32(), ref_matmul(ref_act_fp8(x, k), wd, m, n, k, &bias), 1e-5, 1e-4));
+  EXPECT_LT(rel_to_fp32(y, x, w), 0.06);
+}
+
+TEST(QuantLinear, Fp8BlockMatchesFloat64Reference) {
+  std::mt19937 rng(2);
+  const int64_t m = 3, n = 200, k = 300;  // partial blocks on both edges
+  Tensor x = random_tensor({m, k}, rng, -2.0f, 2.0f), w = random_tensor({n, k}, rng);
+  for (int64_t i = 0; i < k; ++i) x.f32()[i] *= (i < 128 ? 10.0f : 0.1f);  // groups differ
+  QuantizedWeight q = quantize_fp8_block(w, 128, 128);
+  ASSERT_EQ(q.scales.shape(), (Shape{2, 3}));
+  std::vector<double> wd(n * k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      const float s = q.scales.f32()[(r / 128) * 3 + i / 128];
+      wd[r * k + i] = fp8e4m3_to_f32(q.codes.data<uint8_t>()[r * k + i]) * (double)s;
+      EXPECT_NEAR(wd[r * k + i], w.f32()[r * k + i], std::fabs(w.f32()[r * k + i]) / 16 + 1e-6);
+    }
+  Tensor y = run(x, q, nullptr);
+  EXPECT_TRUE(
+      all_close(y.f32(), ref_matmul(ref_act_fp8(x, 128), wd, m, n, k, nullptr), 1e-5, 1e-4));
+  EXPECT_LT(rel_to_fp32(y, x, w), 0.06);
+}
+
+TEST(QuantLinear, Int8WithInputScaleMatchesFloat64Reference) {
+  std::mt19937 rng(3);
+  const int64_t m = 4, n = 33, k = 70;
+  Tensor x = random_tensor({m, k}, rng, -5.0f, 5.0f), w = random_tensor({n, k}, rng);
+  Tensor inv_s = random_tensor({k}, rng, 0.2f, 2.0f);
+  QuantizedWeight q = quantize_int8_per_channel(w);
+  q.input_scale = inv_s;
+  std::vector<double> a(m * k), wd(n * k);
+  for (int64_t r = 0; r < m; ++r) {
+    double amax = 0;
+    for (int64_t i = 0; i < k; ++i)
+      amax = std::max(amax, std::fabs((double)(x.f32()[r * k + i] * inv_s.f32()[i])));
+    const float s = static_cast<float>(amax) / 127.0f;
+    for (int64_t i = 0; i < k; ++i)
+      a[r * k + i] = std::nearbyint((x.f32()[r * k + i] * inv_s.f32()[i]) / s) * s;
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      const int c = q.codes.data<int8_t>()[r * k + i];
+      ASSERT_LE(std::abs(c), 127);
+      wd[r * k + i] = c * (double)q.scales.f32()[r];
+      EXPECT_NEAR(wd[r * k + i], w.f32()[r * k + i], q.scales.f32()[r] * 0.5001);
+    }
+  Tensor y = run(x, q, nullptr);
+  EXPECT_TRUE(all_close(y.f32(), ref_matmul(a, wd, m, n, k, nullptr), 1e-5, 1e-4));
+}
+
+TEST(QuantLinear, Int4GroupDecodesWithinHalfAStepAndMatches) {
+  std::mt19937 rng(4);
+  const int64_t m = 3, n = 17, k = 300;  // 3 groups of 128, the last partial; odd n
+  Tensor x = random_tensor({m, k}, rng), w = random_tensor({n, k}, rng, -0.5f, 1.5f);
+  QuantizedWeight q = quantize_int4_group(w, 128);
+  ASSERT_EQ(q.scales.shape(), (Shape{n, 3}));
+  std::vector<double> wd(n * k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t byte = q.codes.data<uint8_t>()[r * 150 + i / 2];
+      const int code = i % 2 ? byte >> 4 : byte & 15;
+      const int64_t g = i / 128;
+      const double s = q.scales.f32()[r * 3 + g];
+      wd[r * k + i] = (code - q.zeros.data<uint8_t>()[r * 3 + g]) * s;
+      EXPECT_NEAR(wd[r * k + i], w.f32()[r * k + i], s * 0.5001 + 1e-6);
+    }
+  std::vector<double> xd(x.f32().begin(), x.f32().end());
+  Tensor y = run(x, q, nullptr);
+  EXPECT_TRUE(all_close(y.f32(), ref_matmul(xd, wd, m, n, k, nullptr), 1e-5, 1e-4));
+  EXPECT_LT(rel_to_fp32(y, x, w), 0.1);
+}
+
+TEST(QuantLinear, Int4ActOrderGroupIndexIsHonoured) {
+  std::mt19937 rng(5);
+  const int64_t n = 8, k = 256;
+  Tensor w = random_tensor({n, k}, rng);
+  QuantizedWeight q = quantize_int4_group(w, 128);
+  // Reverse the group assignment: channel i now reads group 1 - i/128's scale and zero.
+  q.g_idx = Tensor::empty({k}, DType::kI32);
+  for (int64_t i = 0; i < k; ++i) q.g_idx.data<int32_t>()[i] = static_cast<int32_t>(1 - i / 128);
+  ASSERT_TRUE(q.validate().ok());
+  Tensor d = q.dequantize();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t byte = q.codes.data<uint8_t>()[r * 128 + i / 2];
+      const int code = i % 2 ? byte >> 4 : byte & 15;
+      const int64_t g = 1 - i / 128;
+      ASSERT_FLOAT_EQ(d.f32()[r * k + i],
+                      (code - q.zeros.data<uint8_t>()[r * 2 + g]) * q.scales.f32()[r * 2 + g]);
+    }
+}
+
+TEST(QuantLinear, StackedRowsEqualSeparateLinears) {
+  std::mt19937 rng(6);
+  Tensor x = random_tensor({4, 256}, rng), a = random_tensor({24, 256}, rng),
+         b = random_tensor({40, 256}, rng);
+  for (auto quantize : {quantize_int8_per_channel, quantize_fp8_per_channel}) {
+    auto stacked = stack_quantized_rows({quantize(a), quantize(b)});
+    ASSERT_TRUE(stacked.ok());
+    Tensor y = run(x, *stacked, nullptr), ya = run(x, quantize(a), nullptr),
+           yb = run(x, quantize(b), nullptr);
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t c = 0; c < 24; ++c) EXPECT_FLOAT_EQ(y.f32()[r * 64 + c], ya.f32()[r * 24 + c]);
+      for (int64_t c = 0; c < 40; ++c)
+        EXPECT_FLOAT_EQ(y.f32()[r * 64 + 24 + c], yb.f32()[r * 40 + c]);
+    }
+  }
+  auto i4 = stack_quantized_rows({quantize_int4_group(a, 128), quantize_int4_group(b, 128)});
+  ASSERT_TRUE(i4.ok());
+  Tensor d = i4->dequantize(), da = quantize_int4_group(a, 128).dequantize();
+  for (int64_t i = 0; i < da.numel(); ++i) ASSERT_EQ(d.f32()[i], da.f32()[i]);
+}
+
+TEST(QuantLinear, ValidateAndShapeChecksReject) {
+  std::mt19937 rng(7);
+  QuantizedWeight q = quantize_int4_group(random_tensor({8, 256}, rng), 128);
+  q.scales = q.scales.view({16, 1});
+  EXPECT_FALSE(q.validate().ok());
+  QuantizedWeight f = quantize_fp8_per_channel(random_tensor({8, 64}, rng));
+  Tensor x = random_tensor({2, 63}, rng), y = Tensor::empty({2, 8});
+  EXPECT_THROW(ops::quantized_linear(x, f, nullptr, y), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kite
+
+#include "quant/fp8_codec.h"
+
+namespace kite {
+namespace {
+
+// The fast encoder used on hot paths equals core's exhaustive search: on every code's value,
+// every midpoint between neighbouring codes (the ties), and random floats over the range.
+TEST(QuantFp8Codec, FastEncoderMatchesExhaustiveSearch) {
+  std::vector<float> probes = {0.0f, -0.0f, 448.0f, 500.0f, -1e9f, 1e-12f, 0.015625f, 0.0154f};
+  for (int c = 0; c < 0x7E; ++c) {
+    const float lo = fp8e4m3_to_f32(static_cast<uint8_t>(c)),
+                hi = fp8e4m3_to_f32(static_cast<uint8_t>(c + 1));
+    for (float v : {lo, (lo + hi) / 2, std::nextafter((lo + hi) / 2, 0.0f),
+                    std::nextafter((lo + hi) / 2, 1e9f)})
+      probes.insert(probes.end(), {v, -v});
+  }
+  std::mt19937 rng(9);
+  for (int i = 0; i < 20000; ++i)
+    probes.push_back(std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng),
+                                std::uniform_int_distribution<int>(-12, 10)(rng)));
+  int64_t bad = 0;
+  for (float v : probes) bad += fp8e4m3_encode(v) != f32_to_fp8e4m3(v);
+  EXPECT_EQ(bad, 0);
+}
+
+}  // namespace
+}  // namespace kite
