@@ -2,7 +2,7 @@
 //
 // Calibration loads the model unquantized with an ActivationRecorder installed, runs the
 // calibration text through it (up to kCalibrationTokens tokens, 512-token windows), and keeps
-// per linear: max |x| and mean |x| per input channel and up to kSampleRows sampled input rows.
+// per linear: max |x| and mean |x| per input channel and up to kSampleRows (512) sampled input rows.
 // From those it builds the QuantPlan's smoothing factors:
 //   SmoothQuant: s_j = max|X_j|^alpha / max|W_j|^(1-alpha) per smoothing group (all linears
 //     reading one norm's output share s; see quant_plan.h for folding).
@@ -10,7 +10,8 @@
 //     scaling), normalised by sqrt(max * min), for the a in {0, 0.05, ..., 1} minimising the
 //     group's summed output error ||X W^T - (X/s) Q(W diag(s))^T||^2 on the sampled rows, then per
 //     output row and group a clipping bound (1 - i/20 of max|w|, i < 10) minimising the group's
-//     partial-output error, skipping the q/k projections as AutoAWQ does.
+//     partial-output error. Unlike AutoAWQ, the q/k projections are clipped too: with a
+//     per-linear output loss it measured better on kite-tiny (docs/BENCHMARKS.md).
 // Simplification against AutoAWQ: every group is searched on the unquantized model's
 // activations (AutoAWQ quantizes layer by layer and feeds each layer the previous ones'
 // quantized outputs) and on each linear's own output, not the whole block's.

@@ -52,12 +52,6 @@ double awq_error(const Tensor& x, const Tensor& y_ref, const Tensor& w, const st
   return err;
 }
 
-// AutoAWQ leaves the query/key projections unclipped (attention scores are sensitive to them).
-bool skip_clipping(const std::string& key) {
-  for (const char* p : {"q_proj", "k_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa"})
-    if (key.size() >= std::string(p).size() && key.ends_with(p)) return true;
-  return false;
-}
 
 // Per (row, group) the bound in {amax * (1 - i/20), i < 10} minimising the mean squared error
 // of the group's partial dot products with the sample rows `x` [S, in]; w [out, in] smoothed.
@@ -234,12 +228,11 @@ void awq_plan(const std::vector<LinearActivations>& acts, QuantPlan& plan) {
     spdlog::debug("awq: {} step {}", name, best_step);
     assign_smoothing(name, members, best_s, plan);
     for (const Target& t : targets) {
-      if (skip_clipping(t.part->key)) continue;
       Tensor ws = t.part->weight.clone();
       const int64_t n = ws.size(0);
       for (int64_t r = 0; r < n; ++r)
         for (int64_t i = 0; i < k; ++i) ws.f32()[r * k + i] *= best_s[i];
-      Tensor xs = t.x.slice_rows(0, std::min<int64_t>(t.x.size(0), 128)).clone();
+      Tensor xs = t.x.clone();
       for (int64_t r = 0; r < xs.size(0); ++r)
         for (int64_t i = 0; i < k; ++i) xs.f32()[r * k + i] /= best_s[i];
       plan.int4_clip[t.part->key] = search_clip(ws, xs, plan.group_size);

@@ -10,7 +10,7 @@
 
 namespace kite {
 
-inline constexpr int64_t kSampleRows = 256;  // input rows kept per linear by calibration
+inline constexpr int64_t kSampleRows = 512;  // input rows kept per linear by calibration
 
 // One checkpoint linear that is (part of) a recorded Linear.
 struct LinearPart {
