@@ -1,6 +1,8 @@
 // quantized_linear on the CPU: fake-quantized activations × weight tiles dequantized to fp32,
 // one sgemm per tile (see kernels/quant_ops.h for why this is the reference numerics).
+#ifndef KITE_NO_BLAS
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -81,9 +83,18 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
 #pragma omp parallel for schedule(static) if (tn * k >= kParallelDequantMin)
     for (int64_t c = 0; c < tn; c += kChunk)
       w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile.data() + c * k);
+#ifdef KITE_NO_BLAS  // the GPU build's reference loop (CMakeLists.txt, KITE_BLAS)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < tn; ++j) {
+        float acc = 0.0f;
+        for (int64_t c = 0; c < k; ++c) acc += a[i * k + c] * tile[j * k + c];
+        out[i * n + n0 + j] += acc;
+      }
+#else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
                 static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), tile.data(),
                 static_cast<int>(k), 1.0f, out + n0, static_cast<int>(n));
+#endif
   }
 }
 

@@ -17,7 +17,7 @@ Result<std::unique_ptr<Model>> build_deepseek(const ModelConfig& c, const Weight
                                               std::shared_ptr<Backend> backend) {
   Backend& be = *backend;
   const int64_t latent = MlaAttention::latent_width(c);
-  KvCacheSpec kv{c.num_hidden_layers, 1, latent, latent, true};
+  KvCacheSpec kv{c.num_hidden_layers, 1, latent, latent, true, DType::kF32, {}, {}};
   return build_decoder_stack(
       c, kv, RopeTable(c, c.qk_rope_head_dim), w, std::move(backend),
       [&](const std::string& p, int64_t i, DecoderLayer& layer) -> Status {

@@ -12,7 +12,8 @@ namespace kite {
 Result<std::unique_ptr<Model>> build_llama_family(const ModelConfig& c, const WeightStore& w,
                                                   std::shared_ptr<Backend> backend) {
   Backend& be = *backend;
-  KvCacheSpec kv{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.head_dim, false};
+  KvCacheSpec kv{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.head_dim, false,
+                 DType::kF32, {}, {}};
   return build_decoder_stack(
       c, kv, RopeTable(c, c.head_dim), w, std::move(backend),
       [&](const std::string& p, int64_t, DecoderLayer& layer) -> Status {
