@@ -6,33 +6,8 @@
 namespace kite {
 namespace {
 
-std::string safetensors_dtype(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-    case DType::kF8E4M3:
-      return "F8_E4M3";
-    case DType::kF64:
-      return "F64";
-    case DType::kI64:
-      return "I64";
-    case DType::kI32:
-      return "I32";
-    case DType::kI16:
-      return "I16";
-    case DType::kI8:
-      return "I8";
-    case DType::kU8:
-      return "U8";
-    case DType::kBool:
-      return "BOOL";
-  }
-  return "U8";
-}
+// dtype_name spells every DType as safetensors does ("F32", "BF16", "F8_E4M3", ...).
+std::string safetensors_dtype(DType d) { return std::string(dtype_name(d)); }
 
 }  // namespace
 
