@@ -31,15 +31,6 @@ Result<Tensor> Backend::stacked_weight(const WeightStore& store,
   return upload(host);
 }
 
-void Backend::rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
-                             const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                             ops::RopeStyle style) {
-  if (q) rope(*q, q_rot_offset, rot_dim, style);
-  rope(k, k_rot_offset, rot_dim, style);
-  write_cache(k, k_cache);
-  if (v) write_cache(*v, *v_cache);
-}
-
 void Backend::moe_experts(const Tensor&, const Tensor&, const ops::MoeRoutingParams&,
                           const Tensor&, const Tensor&, Tensor&) {
   throw std::logic_error(name() + " backend: MoE runs per expert (layers/moe) on this backend");

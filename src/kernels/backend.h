@@ -81,16 +81,12 @@ class Backend {
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // out[t] = table[step token t].
   virtual void embedding(const Tensor& table, Tensor& out) = 0;
-  // In place, with the step's cos/sin.
-  virtual void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, ops::RopeStyle style) = 0;
-  // src rows into cache at the step's slots.
-  virtual void write_cache(const Tensor& src, Tensor& cache) = 0;
-  // The attention input step: rotates q's dims [q_rot_offset, +rot_dim) (q may be null) and
-  // k's [k_rot_offset, +rot_dim) in place, writes k into k_cache and v (may be null) into
-  // v_cache. The default composes rope and write_cache; a backend may fuse them.
+  // The attention input step, with the step's cos/sin and slots: rotates q's dims
+  // [q_rot_offset, +rot_dim) (q may be null) and k's [k_rot_offset, +rot_dim) in place, writes
+  // k into k_cache and v (may be null) into v_cache.
   virtual void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                               const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                              ops::RopeStyle style);
+                              ops::RopeStyle style) = 0;
   // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          float scale, Tensor& out) = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "quant/per_channel.h"
 #include "quant/fp8_codec.h"
 #include "quant/quantized_weight.h"
 
@@ -30,25 +31,8 @@ const float* decode_table() {
 }  // namespace
 
 QuantizedWeight quantize_fp8_per_channel(const Tensor& weight) {
-  const int64_t n = weight.size(0), k = weight.size(1);
-  QuantizedWeight q;
-  q.format = QuantFormat::kFp8PerChannel;
-  q.out_features = n;
-  q.in_features = k;
-  q.codes = Tensor::empty({n, k}, DType::kF8E4M3);
-  q.scales = Tensor::empty({n});
-  const float* w = weight.data<float>();
-#pragma omp parallel for schedule(static) if (n * k >= (1 << 20))
-  for (int64_t r = 0; r < n; ++r) {
-    const float* row = w + r * k;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(row[i]));
-    const float s = fp8_scale(amax);
-    q.scales.data<float>()[r] = s;
-    uint8_t* c = q.codes.data<uint8_t>() + r * k;
-    for (int64_t i = 0; i < k; ++i) c[i] = fp8e4m3_encode(row[i] / s);
-  }
-  return q;
+  return quant_detail::quantize_rows<uint8_t>(weight, QuantFormat::kFp8PerChannel,
+                                              DType::kF8E4M3, fp8_scale, fp8e4m3_encode);
 }
 
 QuantizedWeight quantize_fp8_block(const Tensor& weight, int64_t br, int64_t bc) {

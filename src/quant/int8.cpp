@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quant/per_channel.h"
 #include "quant/quantized_weight.h"
 
 namespace kite {
@@ -17,25 +18,8 @@ int8_t to_int8(float v) {
 }  // namespace
 
 QuantizedWeight quantize_int8_per_channel(const Tensor& weight) {
-  const int64_t n = weight.size(0), k = weight.size(1);
-  QuantizedWeight q;
-  q.format = QuantFormat::kInt8PerChannel;
-  q.out_features = n;
-  q.in_features = k;
-  q.codes = Tensor::empty({n, k}, DType::kI8);
-  q.scales = Tensor::empty({n});
-  const float* w = weight.data<float>();
-#pragma omp parallel for schedule(static) if (n * k >= (1 << 20))
-  for (int64_t r = 0; r < n; ++r) {
-    const float* row = w + r * k;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(row[i]));
-    const float s = int8_scale(amax);
-    q.scales.data<float>()[r] = s;
-    int8_t* c = q.codes.data<int8_t>() + r * k;
-    for (int64_t i = 0; i < k; ++i) c[i] = to_int8(row[i] / s);
-  }
-  return q;
+  return quant_detail::quantize_rows<int8_t>(weight, QuantFormat::kInt8PerChannel, DType::kI8,
+                                             int8_scale, to_int8);
 }
 
 void fake_quantize_int8_rows(float* x, int64_t rows, int64_t cols) {

@@ -58,22 +58,15 @@ class CpuBackend final : public Backend {
   void embedding(const Tensor& table, Tensor& out) override {
     ops::embedding(table, step().token_ids, out);
   }
-  void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, ops::RopeStyle style) override {
-    ops::rope(x, rot_offset, rot_dim, cos_, sin_, style);
-  }
   void set_kv_scales(float k_scale, float v_scale) override {
     k_scale_ = k_scale;
     v_scale_ = v_scale;
   }
-  // write_cache serves K; V goes through rope_and_cache, which knows which is which.
-  void write_cache(const Tensor& src, Tensor& cache) override {
-    ops::write_cache(src, step().slot_mapping, cache, k_scale_);
-  }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                       ops::RopeStyle style) override {
-    if (q) rope(*q, q_rot_offset, rot_dim, style);
-    rope(k, k_rot_offset, rot_dim, style);
+    if (q) ops::rope(*q, q_rot_offset, rot_dim, cos_, sin_, style);
+    ops::rope(k, k_rot_offset, rot_dim, cos_, sin_, style);
     ops::write_cache(k, step().slot_mapping, k_cache, k_scale_);
     if (v) ops::write_cache(*v, step().slot_mapping, *v_cache, v_scale_);
   }

@@ -166,12 +166,6 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& table, Tensor& out) override {
     cuda::embedding(table, step_.token_ids, out, stream_);
   }
-  void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, ops::RopeStyle style) override {
-    cuda::rope(x, rot_offset, rot_dim, step_.cos, step_.sin, style, stream_);
-  }
-  void write_cache(const Tensor& src, Tensor& cache) override {
-    cuda::write_cache(src, step_.slots, cache, stream_);
-  }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                       ops::RopeStyle style) override {
