@@ -58,6 +58,10 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
   cmd->add_flag_callback(
       "--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
       "Disable automatic prefix caching");
+  cmd->add_flag("--enforce-eager", c->enforce_eager,
+                "Run every step eagerly (no CUDA graphs for decode steps)");
+  cmd->add_flag("--host-sampling", c->host_sampling,
+                "Sample on the host even when the backend can sample on the device");
 }
 
 void add_quantization_flags(CLI::App* cmd, QuantMethod* method, KvCacheDtype* kv_dtype,

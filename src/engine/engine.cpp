@@ -24,6 +24,7 @@ struct Engine::Active {
   std::vector<int32_t> output_ids;
   int32_t num_cached_tokens = 0;
   bool sent_cached = false;
+  uint64_t device_seed = 0;  // the random stream's key when sampling on the device
 };
 
 namespace {
@@ -119,6 +120,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(config.model_dir, load));
   const KvCacheSpec spec = engine_kv_spec(*model, config);
   KITE_ASSIGN_OR_RETURN(const int64_t num_blocks, kv_cache_blocks(*model, spec, config));
+  // After the profiling forward: graphs are captured from real decode steps only.
+  model->backend().set_step_graphs(config.enforce_eager ? 0 : config.max_num_seqs);
   sched::SchedulerConfig sc;
   sc.num_blocks = static_cast<int32_t>(num_blocks);
   sc.block_size = config.block_size;
@@ -297,6 +300,7 @@ void Engine::drain_inbox() {
                                              {},
                                              0,
                                              false});
+    a->device_seed = a->sampler.params().seed.value_or(seed_source_());
     active_.emplace(p.request_id, std::move(a));
   }
   for (const std::string& id : aborts) {
@@ -352,9 +356,48 @@ void Engine::step() {
     for (const auto& s : plan.scheduled)
       chunks.push_back(SequenceChunk{s.token_ids, s.num_computed_tokens, s.block_table,
                                      s.samples_token ? LogitsMode::kLast : LogitsMode::kNone});
+    // Sampling where the logits are (no copy of [rows, vocab] to the host) unless a request
+    // wants logprobs, which the host sampler computes.
+    Backend& be = model_->backend();
+    bool on_device = be.samples_on_device() && !config_.host_sampling;
+    for (size_t i = 0; i < plan.scheduled.size() && on_device; ++i)
+      if (plan.scheduled[i].samples_token &&
+          active_.at(plan.scheduled[i].request_id)->sampler.params().logprobs)
+        on_device = false;
     Tensor logits;
     try {
-      logits = runner_.execute(chunks);
+      if (on_device) {
+        Tensor device_logits = runner_.execute_logits(chunks);
+        std::vector<DeviceSamplingRow> rows;
+        std::vector<size_t> row_of;  // scheduled index of each row
+        for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+          if (!plan.scheduled[i].samples_token) continue;
+          const Active& a = *active_.at(plan.scheduled[i].request_id);
+          rows.push_back({&a.sampler.params(),
+                          TokenHistory{a.request.prompt_token_ids, a.output_ids}, a.device_seed,
+                          a.output_ids.size()});
+          row_of.push_back(i);
+        }
+        std::vector<int32_t> ids;
+        if (!rows.empty()) {
+          auto got = be.sample(device_logits, rows);
+          if (!got) throw std::logic_error("the backend said it samples but did not");
+          ids = std::move(*got);
+        }
+        for (size_t r = 0; r < rows.size(); ++r) {
+          const size_t i = row_of[r];
+          if (ids[r] < 0) {
+            failed.push_back(plan.scheduled[i].request_id);
+            spdlog::error("request {}: the model produced invalid logits (NaN, +inf or all "
+                          "-inf)", plan.scheduled[i].request_id);
+            continue;
+          }
+          sampled[i] = ids[r];
+          samples[i] = SampleResult{ids[r], std::nullopt, {}};
+        }
+      } else {
+        logits = runner_.execute(chunks);
+      }
     } catch (const std::exception& e) {
       // A bug in the model or a kernel must fail this step's requests, not the process.
       spdlog::error("forward step failed: {}", e.what());

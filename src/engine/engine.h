@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -69,6 +70,7 @@ class Engine {
   ModelRunner runner_;
   sched::Scheduler scheduler_;
   std::unordered_map<std::string, std::unique_ptr<Active>> active_;  // engine thread only
+  std::mt19937_64 seed_source_{std::random_device{}()};  // device-sampling seeds of unseeded requests
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

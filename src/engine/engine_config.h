@@ -27,6 +27,12 @@ struct EngineConfig {
   int32_t max_waiting = 1024;                   // --max-waiting: queue bound (HTTP 429 beyond)
   int32_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = true;  // --no-enable-prefix-caching turns it off
+  // --enforce-eager: no CUDA graphs (decode steps of up to max_num_seqs sequences are
+  // otherwise captured once per shape and replayed).
+  bool enforce_eager = false;
+  // --host-sampling: copy logits to the host and sample there even when the backend samples
+  // on the device (requests with logprobs always sample on the host).
+  bool host_sampling = false;
   // --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha (quant/).
   QuantMethod quantization = QuantMethod::kNone;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;

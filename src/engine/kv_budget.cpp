@@ -45,7 +45,10 @@ Result<int64_t> kv_cache_blocks(Model& model, const KvCacheSpec& spec,
   const auto [free_bytes, total_bytes] = be.memory_info();
   const int64_t reserve = static_cast<int64_t>((1.0 - config.gpu_memory_utilization) *
                                                static_cast<double>(total_bytes));
-  const int64_t budget = free_bytes - reserve;
+  // The profiling step computes one row of logits; a decode step of max_num_seqs rows holds
+  // [rows, vocab] F32 logits and, when sampling on the device, as many filtered values.
+  const int64_t logits_bytes = int64_t{2} * config.max_num_seqs * model.config().vocab_size * 4;
+  const int64_t budget = free_bytes - reserve - logits_bytes;
   const int64_t per_block = spec.bytes_per_token() * config.block_size;
   spdlog::info("GPU memory: {:.1f} GiB total, {:.1f} GiB free after weights and a {}-token "
                "profiling step (activation peak {:.1f} MiB); utilization {:.2f} leaves {:.1f} "

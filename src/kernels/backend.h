@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,10 +27,22 @@
 #include "core/tensor.h"
 #include "kernels/ops.h"
 #include "model/forward_batch.h"
+#include "sampling/logits_processors.h"
+#include "sampling/sampling_params.h"
 
 namespace kite {
 
 class WeightStore;
+
+// One logits row's sampling on the device (Backend::sample): the request's parameters and
+// token history, and the random stream's key and position (the draw for (seed, offset) is
+// deterministic; the engine advances offset by one per generated token).
+struct DeviceSamplingRow {
+  const SamplingParams* params = nullptr;
+  TokenHistory history;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
 
 class Backend {
  public:
@@ -66,6 +79,21 @@ class Backend {
   // cos/sin are host F32 [num_tokens, rot_dim/2] (model/layers/rope_table.h).
   virtual void begin_step(const ForwardBatch& batch, const Tensor& cos, const Tensor& sin,
                           int64_t block_size) = 0;
+  // Decode steps of up to `max_batch` sequences may be captured and replayed as one device
+  // graph (CUDA graphs; kernels/cuda/backend/step_graphs.h); 0 runs every step eagerly. The
+  // model code is the same either way. Ignored by backends without graphs.
+  virtual void set_step_graphs(int64_t max_batch) {}
+  // Samples one token per row of `logits` (the backend tensor [R, vocab] Model::forward_logits
+  // returns) where the logits are, with the pipeline of kite::Sampler (penalties, greedy or
+  // temperature -> top-k -> top-p -> min-p -> draw; the random stream differs from the CPU
+  // sampler's, the distribution does not). A row whose logits hold NaN or +inf, or are all
+  // -inf, gets -1 (the caller fails that request). Backends that cannot return nullopt, and
+  // the caller samples on the host instead. Logprobs are not computed here.
+  virtual std::optional<std::vector<int32_t>> sample(const Tensor& logits,
+                                                     std::span<const DeviceSamplingRow> rows) {
+    return std::nullopt;
+  }
+  virtual bool samples_on_device() const { return false; }
   // Waits until the step's work is done (a no-op on the CPU).
   virtual void synchronize() {}
   // Device memory (free, total) in bytes; {0, 0} on the CPU.

@@ -28,6 +28,9 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   virtual KvCacheSpec kv_cache_spec() const = 0;
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache) = 0;
+  // The same logits left where the backend computed them (F32 [rows, vocab] in backend
+  // memory, valid until the next step): for sampling on the device (Backend::sample).
+  virtual Tensor forward_logits(const ForwardBatch& batch, KvCache& cache) = 0;
   // The device the weights live on; the KV cache must be allocated on it too.
   virtual Backend& backend() const = 0;
 };

@@ -35,4 +35,9 @@ Tensor ModelRunner::execute(std::span<const SequenceChunk> chunks) {
   return model_.forward(batch, cache_);
 }
 
+Tensor ModelRunner::execute_logits(std::span<const SequenceChunk> chunks) {
+  ForwardBatch batch = build_batch(chunks, cache_.block_size());
+  return model_.forward_logits(batch, cache_);
+}
+
 }  // namespace kite

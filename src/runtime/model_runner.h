@@ -27,6 +27,8 @@ class ModelRunner {
 
   // Logits rows in chunk order: one per kLast chunk, token_ids.size() per kAll chunk.
   Tensor execute(std::span<const SequenceChunk> chunks);
+  // The same, logits left in backend memory (Model::forward_logits) for Backend::sample.
+  Tensor execute_logits(std::span<const SequenceChunk> chunks);
   static ForwardBatch build_batch(std::span<const SequenceChunk> chunks, int64_t block_size);
 
   Model& model() { return model_; }

@@ -1,6 +1,6 @@
 // MoE dispatch (moe_dispatch.h) against CPU loops: the permutation must equal a stable sort of
-// the pairs by expert, gather must copy exact rows, both grouped GEMMs must match per-expert
-// products, and combine (and the whole chain) must match sum_k w[t,k] * x[t] W[e]^T.
+// the pairs by expert, gather must copy exact rows, both grouped GEMMs and the grouped GEMV
+// must match per-expert products, and combine (and the whole chain) must match sum_k w[t,k] * x[t] W[e]^T.
 #include "kernels/cuda/moe/moe_dispatch.h"
 
 #include <gtest/gtest.h>
@@ -104,6 +104,11 @@ TEST(CudaMoeDispatch, PermuteGatherGemmCombineMatchCpu) {
     Tensor yp2 = device_poisoned({pairs, c.n}, DType::kBF16);
     moe_grouped_linear_host(ctx, xp, d_w, offsets, yp2, test_stream());
     KITE_EXPECT_CLOSE(download(yp2), yp_ref, kTolBF16);
+    // The decode GEMV on every case (it loops over experts' rows 8 at a time, so it is exact
+    // for any count, only slower for many rows).
+    Tensor yp3 = device_poisoned({pairs, c.n}, DType::kBF16);
+    moe_grouped_gemv(xp, d_w, perm, yp3, test_stream());
+    KITE_EXPECT_CLOSE(download(yp3), yp_ref, kTolBF16);
 
     // Combine: from the device yp (exact reference of the combine itself) and end to end.
     Tensor out = device_poisoned({c.tokens, c.n}, DType::kBF16);

@@ -45,6 +45,17 @@ TEST_P(CudaGreedyTest, MatchesCpuArgmaxWithTiesToLowestId) {
     EXPECT_EQ(got.data<int32_t>()[r], cpu_argmax(l + r * vocab, vocab)) << "row " << r;
   EXPECT_EQ(got.data<int32_t>()[1], 7);
   EXPECT_EQ(got.data<int32_t>()[2], vocab - 1);
+
+  // row_ok: 0 for the NaN row, for a +inf row and for an all -inf row; 1 for the others.
+  const float inf = std::numeric_limits<float>::infinity();
+  l[3 * vocab + vocab / 2] = inf;
+  for (int64_t i = 0; i < vocab; ++i) l[4 * vocab + i] = -inf;
+  round_to(logits, dtype);
+  Tensor ok = device_poisoned({rows}, DType::kI32);
+  greedy_sample(upload(logits, dtype), ids, test_stream(), &ok);
+  Tensor ok_host = to_host(ok, test_stream());
+  const int32_t want[] = {1, 1, 0, 0, 0, 1};
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(ok_host.data<int32_t>()[r], want[r]) << "row " << r;
 }
 
 // 151936 (Qwen2), 129280 (DeepSeek-V3), 16384 (kite-tiny), 1001 (not a vector multiple).

@@ -5,6 +5,7 @@
 #   REGEN_FIXTURES=1  tools/fixtures/make_model_fixtures.py (transformers) -> $OUT/fixtures.tgz
 #   kite_cuda_tests --gtest_filter=$TEST_FILTER (default: the model tests)
 #   kite bench latency on the Llama-3-8B and DeepSeek-V2-Lite shapes (dummy BF16 weights)
+#   EAGER_AB=1  the same with --enforce-eager (no CUDA graphs) / --host-sampling, for A/B
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
 set -uo pipefail
@@ -29,16 +30,26 @@ fi
 
 LLAMA=tools/bench/configs/llama3_8b
 DSV2=tools/bench/configs/deepseek_v2_lite
-lat() {  # name model batch input output
-  run timeout "${T_BENCH:-150}" ./build-cuda/kite bench latency --model "$2" --load-format dummy \
-    --device cuda --batch-size "$3" --input-len "$4" --output-len "$5" --iters "${ITERS:-3}" \
-    --max-num-batched-tokens "${MAX_BATCHED:-2048}" --result-json "$OUT/lat_$1.json"
-  cat "$OUT/lat_$1.json" >>"$LOG" 2>/dev/null; echo >>"$LOG"
+lat() {  # name model batch input output [extra kite flags...]
+  local name=$1 model=$2 batch=$3 input=$4 output=$5
+  shift 5
+  run timeout "${T_BENCH:-150}" ./build-cuda/kite bench latency --model "$model" --load-format dummy \
+    --device cuda --batch-size "$batch" --input-len "$input" --output-len "$output" \
+    --iters "${ITERS:-3}" --max-num-batched-tokens "${MAX_BATCHED:-2048}" "$@" \
+    --result-json "$OUT/lat_$name.json"
+  cat "$OUT/lat_$name.json" >>"$LOG" 2>/dev/null; echo >>"$LOG"
 }
 if [ "${BENCH_LATENCY:-1}" = 1 ]; then
   lat llama_b1 $LLAMA 1 512 64
   lat dsv2lite_b1 $DSV2 1 512 64
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64 $LLAMA 64 128 64
+fi
+# A/B in the same session: CUDA graphs off (--enforce-eager), and logits sampled on the host.
+if [ "${EAGER_AB:-0}" = 1 ]; then
+  lat llama_b1_eager $LLAMA 1 512 64 --enforce-eager
+  lat dsv2lite_b1_eager $DSV2 1 512 64 --enforce-eager
+  [ "${BATCH64:-1}" = 1 ] && lat llama_b64_eager $LLAMA 64 128 64 --enforce-eager
+  [ "${BATCH64:-1}" = 1 ] && lat llama_b64_host_sampling $LLAMA 64 128 64 --host-sampling
 fi
 if [ "${BENCH_THROUGHPUT:-0}" = 1 ]; then
   run timeout "${T_THROUGHPUT:-300}" ./build-cuda/kite bench throughput --model $LLAMA \

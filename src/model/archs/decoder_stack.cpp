@@ -18,6 +18,12 @@ Status DecoderStack::load_embeddings(const WeightStore& w) {
 }
 
 Tensor DecoderStack::forward(const ForwardBatch& batch, KvCache& cache) {
+  Tensor logits = forward_logits(batch, cache);
+  if (logits.numel() == 0) return Tensor::empty({0, config_.vocab_size});
+  return backend_->to_host_f32(logits);
+}
+
+Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
   const int64_t t = batch.num_tokens(), d = config_.hidden_size;
   if (t == 0) throw std::invalid_argument("forward: empty batch");
   for (int32_t r : batch.logits_indices)
@@ -55,12 +61,17 @@ Tensor DecoderStack::forward(const ForwardBatch& batch, KvCache& cache) {
 
   // Only the requested rows go through lm_head (usually one per sequence).
   const int64_t n = static_cast<int64_t>(batch.logits_indices.size());
-  if (n == 0) return Tensor::empty({0, config_.vocab_size});
-  Tensor rows = be.empty({n, d});
-  be.gather_rows(h, be.index(batch.logits_indices), rows);
+  if (n == 0) return be.empty({0, config_.vocab_size}, DType::kF32);
+  bool all_rows = n == t;  // decode: every row, in order (no gather; nothing to upload)
+  for (int64_t i = 0; all_rows && i < n; ++i) all_rows = batch.logits_indices[i] == i;
+  Tensor rows = h;
+  if (!all_rows) {
+    rows = be.empty({n, d});
+    be.gather_rows(h, be.index(batch.logits_indices), rows);
+  }
   Tensor logits = be.empty({n, config_.vocab_size}, DType::kF32);
   be.linear(rows, lm_head_, nullptr, logits);
-  return be.to_host_f32(logits);
+  return logits;
 }
 
 Result<std::unique_ptr<Model>> build_decoder_stack(const ModelConfig& c, KvCacheSpec kv_spec,

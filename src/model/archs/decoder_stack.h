@@ -36,6 +36,7 @@ class DecoderStack final : public Model {
   const ModelConfig& config() const override { return config_; }
   KvCacheSpec kv_cache_spec() const override { return kv_spec_; }
   Tensor forward(const ForwardBatch& batch, KvCache& cache) override;
+  Tensor forward_logits(const ForwardBatch& batch, KvCache& cache) override;
   Backend& backend() const override { return *backend_; }
 
   // Loads embed_tokens, model.norm and lm_head (tied to the embedding when configured).

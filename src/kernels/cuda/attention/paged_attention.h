@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "core/tensor.h"
 #include "kernels/cuda/device_buffer.h"
@@ -43,15 +44,22 @@ struct PagedAttentionArgs {
   int num_splits = 0;         // decode: key splits per sequence; 0 chooses from the device
 };
 
-// Scratch for split-K decode partial results, grown on demand (growing waits for the device).
+// Scratch for split-K decode partial results: by default one buffer grown on demand (growing
+// waits for the device); with an allocator (the backend's per-step arena) every call gets fresh
+// step scratch instead, so a captured CUDA graph never points at a buffer a later step regrew.
 class AttentionWorkspace {
  public:
+  AttentionWorkspace() = default;
+  explicit AttentionWorkspace(std::function<void*(size_t)> allocate)
+      : allocate_(std::move(allocate)) {}
   void* reserve(size_t size_bytes) {
+    if (allocate_) return allocate_(size_bytes);
     buffer_.reserve(size_bytes);
     return buffer_.data();
   }
 
  private:
+  std::function<void*(size_t)> allocate_;
   DeviceBuffer buffer_;
 };
 

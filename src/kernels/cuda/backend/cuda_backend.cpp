@@ -9,6 +9,7 @@
 #include "kernels/cuda/attention/paged_attention.h"
 #include "kernels/cuda/backend/row_ops.h"
 #include "kernels/cuda/backend/scratch_arena.h"
+#include "kernels/cuda/backend/step_graphs.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
@@ -16,6 +17,8 @@
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
+#include "kernels/cuda/sampling/sampling.h"
+#include "kernels/cuda/sampling/sampling_params_gpu.h"
 #include "kernels/cuda/stream.h"
 #include "model/weight_store.h"
 
@@ -102,10 +105,11 @@ class CudaBackend final : public Backend {
   }
   Tensor zeros(const Shape& shape, DType dtype) override {
     Tensor t = empty(shape, dtype);
-    KITE_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.size_bytes(), stream_));
+    if (!replaying()) KITE_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.size_bytes(), stream_));
     return t;
   }
   Tensor index(std::span<const int32_t> values) override {
+    not_in_graph("index");
     Tensor t = empty({static_cast<int64_t>(values.size())}, DType::kI32);
     if (!values.empty())
       KITE_CUDA_CHECK(cudaMemcpyAsync(t.raw(), values.data(), values.size_bytes(),
@@ -113,13 +117,15 @@ class CudaBackend final : public Backend {
     return t;
   }
   Tensor floats(std::span<const float> values) override {
+    not_in_graph("floats");
     Tensor t = empty({static_cast<int64_t>(values.size())}, DType::kF32);
     if (!values.empty())
       KITE_CUDA_CHECK(cudaMemcpyAsync(t.raw(), values.data(), values.size_bytes(),
                                       cudaMemcpyHostToDevice, stream_));
     return t;
   }
-  Tensor to_host_f32(const Tensor& t) override {
+  Tensor to_host_f32(const Tensor& step_t) override {
+    const Tensor t = step_result(step_t);
     if (t.dtype() != DType::kF32) return cuda::to_host_f32(t, stream_);
     // F32 (the logits every step): into reused pinned memory. Pageable copies of a fresh
     // host tensor cost page faults on every step (~100 MB at batch 256 and a 128k vocab).
@@ -132,12 +138,17 @@ class CudaBackend final : public Backend {
     return Tensor::wrap(host_out_->data, t.shape(), DType::kF32,
                         std::shared_ptr<void>(host_out_, host_out_->data), Device::kCpu);
   }
-  std::vector<int32_t> to_host_i32(const Tensor& t) override {
+  std::vector<int32_t> to_host_i32(const Tensor& step_t) override {
+    const Tensor t = step_result(step_t);
     Tensor h = to_host(t, stream_);
     const int32_t* p = h.data<int32_t>();
     return {p, p + h.numel()};
   }
-  void synchronize() override { stream_.synchronize(); }
+  void synchronize() override {
+    not_in_graph("synchronize");
+    stream_.synchronize();
+  }
+  void set_step_graphs(int64_t max_batch) override { graphs_.set_max_batch(max_batch); }
   std::pair<int64_t, int64_t> memory_info() override {
     size_t free_bytes = 0, total_bytes = 0;
     KITE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -145,30 +156,41 @@ class CudaBackend final : public Backend {
   }
   int64_t scratch_peak_bytes() const override { return static_cast<int64_t>(arena_.peak_bytes()); }
 
+  // ---- sampling (declared in backend.h)
+  bool samples_on_device() const override { return true; }
+  std::optional<std::vector<int32_t>> sample(const Tensor& logits,
+                                             std::span<const DeviceSamplingRow> rows) override;
+
   // ---- step
   void begin_step(const ForwardBatch& batch, const Tensor& cos, const Tensor& sin,
                   int64_t block_size) override;
 
   // ---- ops
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    if (replaying()) return;
     cuda::linear(blas_, x, w, bias, y, stream_);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    if (replaying()) return;
     cuda::rms_norm(x, w, eps, out, stream_);
   }
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                     Tensor& out) override {
+    if (replaying()) return;
     cuda::add_rms_norm(residual, x, w, eps, out, stream_);
   }
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
+    if (replaying()) return;
     cuda::silu_mul(gate_up, out, stream_);
   }
   void embedding(const Tensor& table, Tensor& out) override {
+    if (replaying()) return;
     cuda::embedding(table, step_.token_ids, out, stream_);
   }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                       ops::RopeStyle style) override {
+    if (replaying()) return;
     RopeCacheParams p;
     p.q = q;
     p.q_rot_offset = q_rot_offset;
@@ -186,6 +208,7 @@ class CudaBackend final : public Backend {
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                  Tensor& out) override {
+    if (replaying()) return;
     PagedAttentionArgs args = step_.attention;
     args.scale = scale;
     if (step_.decode)
@@ -194,14 +217,17 @@ class CudaBackend final : public Backend {
       paged_prefill_attention(q, k_cache, v_cache, args, out, stream_);
   }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
+    if (replaying()) return;
     cuda::gather_rows(x, rows, out, stream_);
   }
   void scatter_add_rows(Tensor& out, const Tensor& y, const Tensor& rows,
                         const Tensor& weights) override {
+    if (replaying()) return;
     cuda::scatter_add_rows(out, y, rows, weights, stream_);
   }
   void moe_experts(const Tensor& x, const Tensor& logits, const ops::MoeRoutingParams& params,
                    const Tensor& gate_up, const Tensor& down, Tensor& out) override {
+    if (replaying()) return;
     const int64_t t = x.size(0), d = x.size(1), k = params.top_k;
     const int64_t experts = gate_up.size(0), inter = down.size(2);
     if (d % 8 != 0 || inter % 8 != 0)  // the grouped GEMM's tiles need both
@@ -212,30 +238,49 @@ class CudaBackend final : public Backend {
     if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);
     Tensor ids = empty({t, k}, DType::kI32), weights = empty({t, k}, DType::kF32);
     cuda::moe_route(logits, p, ids, weights, stream_);
-    moe_permute(ids, experts, perm_, stream_);
+    // The permutation lives in step scratch: a graph captured at one batch size must not point
+    // at buffers a later batch size reallocates.
+    MoePermutation perm;
+    perm.counts = empty({experts}, DType::kI32);
+    perm.offsets = empty({experts + 1}, DType::kI32);
+    perm.tile_offsets = empty({experts + 1}, DType::kI32);
+    perm.sorted_pairs = empty({std::max<int64_t>(t * k, 1)}, DType::kI32);
+    perm.pair_to_row = empty({std::max<int64_t>(t * k, 1)}, DType::kI32);
+    moe_permute(ids, experts, perm, stream_);
     Tensor xp = empty({t * k, d});
-    moe_gather(x, perm_, xp, stream_);
+    moe_gather(x, perm, xp, stream_);
+    // Few rows per expert (decode): stream the chosen experts' weights; else tensor cores.
+    const bool gemv = moe_use_gemv(t * k, experts);
+    auto experts_linear = [&](const Tensor& in, const Tensor& w, Tensor& y) {
+      if (gemv)
+        moe_grouped_gemv(in, w, perm, y, stream_);
+      else
+        moe_grouped_linear(in, w, perm, y, stream_);
+    };
     Tensor gu = empty({t * k, 2 * inter});
-    moe_grouped_linear(xp, gate_up, perm_, gu, stream_);
+    experts_linear(xp, gate_up, gu);
     Tensor act = empty({t * k, inter});
     cuda::silu_mul(gu, act, stream_);
     Tensor yp = empty({t * k, d});
-    moe_grouped_linear(act, down, perm_, yp, stream_);
-    moe_combine(yp, weights, perm_, out, stream_);
+    experts_linear(act, down, yp);
+    moe_combine(yp, weights, perm, out, stream_);
   }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,
                  std::vector<int32_t>& ids, std::vector<float>& weights) override {
     // The expert grouping is planned on the host, so the ids must come back anyway; routing
     // the [T, E] logits there costs one small copy (the GPU router is for graph capture).
+    not_in_graph("moe_route");
     Tensor host = to_host_f32(logits);
     ops::moe_route(host, params, ids, weights);
   }
   void head_linear(const Tensor& x, int64_t x_off, const Tensor& w, Tensor& y,
                    int64_t y_off) override {
+    if (replaying()) return;
     head_linear_.run(blas_, x, x_off, w, y, y_off, stream_);
   }
   void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
                     int64_t cols) override {
+    if (replaying()) return;
     KITE_CUDA_OP_CHECK(src.dtype() == dst.dtype(), "copy_columns", "dtypes differ");
     const size_t es = dtype_size(src.dtype());
     const int64_t sw = src.size(-1), dw = dst.size(-1), rows = src.numel() / sw;
@@ -246,9 +291,13 @@ class CudaBackend final : public Backend {
                                       cols * es, rows, cudaMemcpyDeviceToDevice, stream_));
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    if (replaying()) return;
     add_convert(a, &b, out, stream_);
   }
-  void convert(const Tensor& src, Tensor& dst) override { add_convert(src, nullptr, dst, stream_); }
+  void convert(const Tensor& src, Tensor& dst) override {
+    if (replaying()) return;
+    add_convert(src, nullptr, dst, stream_);
+  }
 
  private:
   Result<Tensor> dummy_matrix(const std::string& name, const Shape& shape) {
@@ -260,12 +309,47 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  Tensor upload_i64(const std::vector<int64_t>& values) {
+    Tensor t = empty({static_cast<int64_t>(values.size())}, DType::kI64);
+    if (!values.empty())
+      KITE_CUDA_CHECK(cudaMemcpyAsync(t.raw(), values.data(), values.size() * 8,
+                                      cudaMemcpyHostToDevice, stream_));
+    return t;
+  }
+
   // A host F32 vector (MoE correction bias) copied to the device once, kept by its address.
   const Tensor& device_vector(const Tensor& host) {
     auto it = vectors_.find(host.raw());
     if (it == vectors_.end())
       it = vectors_.emplace(host.raw(), to_device(host, DType::kF32, stream_)).first;
     return it->second;
+  }
+
+  bool replaying() const { return graphs_.mode() == StepGraphs::Mode::kReplay; }
+  // Host memory read by a captured copy would be read again, stale, on every replay.
+  void not_in_graph(const char* what) const {
+    if (graphs_.mode() != StepGraphs::Mode::kEager)
+      throw std::logic_error(std::string("cuda backend: ") + what +
+                             " cannot run inside a captured decode step");
+  }
+  // The tensor the step's first read-back (or sample) reads: a capture ends here and its graph
+  // runs; on replay it is the captured step's output (the host code's tensor of that name is
+  // unwritten scratch), and the arena moves past the graph's scratch.
+  Tensor step_result(const Tensor& t) {
+    if (graphs_.mode() == StepGraphs::Mode::kCapture) {
+      graphs_.end_capture({t.raw(), t.size_bytes(), arena_.mark()}, stream_);
+      return t;
+    }
+    if (!replaying()) return t;
+    const StepGraphs::Result& r = graphs_.replayed();
+    graphs_.finish_replay();
+    if (r.bytes != t.size_bytes())
+      throw std::logic_error("cuda backend: a replayed decode step read back " +
+                             std::to_string(t.size_bytes()) + " bytes, the captured one " +
+                             std::to_string(r.bytes));
+    arena_.advance_to(r.arena_end);
+    return Tensor::wrap(const_cast<void*>(r.data), t.shape(), t.dtype(), arena_.owner(),
+                        Device::kCuda);
   }
 
   struct StepData {
@@ -277,28 +361,109 @@ class CudaBackend final : public Backend {
   Stream stream_;
   BlasLtContext blas_;
   HeadLinear head_linear_;
-  AttentionWorkspace attention_ws_;
   ScratchArena arena_;
+  AttentionWorkspace attention_ws_{[this](size_t bytes) { return arena_.allocate(bytes); }};
+  StepGraphs graphs_;
   PinnedBuffer staging_;
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
   std::shared_ptr<PinnedBlock> host_out_;
-  MoePermutation perm_;
   std::map<const void*, Tensor> vectors_;
+  SamplingWorkspace sampling_ws_;
 };
+
+std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logits,
+                                                        std::span<const DeviceSamplingRow> rows) {
+  const Tensor logits = step_result(step_logits);  // a captured step ends with its logits
+  const int64_t r = static_cast<int64_t>(rows.size());
+  if (logits.dim() != 2 || logits.size(0) != r)
+    throw std::invalid_argument("sample: " + std::to_string(r) + " rows for logits " +
+                                shape_to_string(logits.shape()));
+  if (r == 0) return std::vector<int32_t>{};
+  // The argmax pass runs for every row: it is the answer for greedy rows without penalties
+  // and, for all rows, the check the host sampler makes (no NaN / +inf, not all -inf).
+  Tensor ids = empty({r}, DType::kI32), ok = empty({r}, DType::kI32);
+  greedy_sample(logits, ids, stream_, &ok);
+  bool general = false, penalties = false;
+  for (const DeviceSamplingRow& row : rows) {
+    const SamplingParams& p = *row.params;
+    penalties |= p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+                 p.presence_penalty != 0.0f;
+    general |= !p.is_greedy();
+  }
+  if (general || penalties) {
+    std::vector<float> temperature(r), top_p(r), min_p(r), rep(r), freq(r), pres(r);
+    std::vector<int32_t> top_k(r);
+    std::vector<int64_t> seed(r), offset(r);
+    for (int64_t i = 0; i < r; ++i) {
+      const SamplingParams& p = *rows[i].params;
+      temperature[i] = p.temperature;
+      top_k[i] = p.top_k;
+      top_p[i] = p.top_p;
+      min_p[i] = p.min_p;
+      rep[i] = p.repetition_penalty;
+      freq[i] = p.frequency_penalty;
+      pres[i] = p.presence_penalty;
+      seed[i] = static_cast<int64_t>(rows[i].seed);
+      offset[i] = static_cast<int64_t>(rows[i].offset);
+    }
+    GpuSamplingParams gp;
+    gp.temperature = floats(temperature);
+    gp.top_k = index(top_k);
+    gp.top_p = floats(top_p);
+    gp.min_p = floats(min_p);
+    gp.repetition_penalty = floats(rep);
+    gp.frequency_penalty = floats(freq);
+    gp.presence_penalty = floats(pres);
+    gp.seed = upload_i64(seed);
+    gp.offset = upload_i64(offset);
+    GpuTokenHistory history;
+    if (penalties) {  // CSR of every row's prompt and output ids
+      std::vector<int32_t> prompt_ids, prompt_off{0}, output_ids, output_off{0};
+      for (const DeviceSamplingRow& row : rows) {
+        prompt_ids.insert(prompt_ids.end(), row.history.prompt_token_ids.begin(),
+                          row.history.prompt_token_ids.end());
+        output_ids.insert(output_ids.end(), row.history.output_token_ids.begin(),
+                          row.history.output_token_ids.end());
+        prompt_off.push_back(static_cast<int32_t>(prompt_ids.size()));
+        output_off.push_back(static_cast<int32_t>(output_ids.size()));
+      }
+      history = {index(prompt_ids), index(prompt_off), index(output_ids), index(output_off)};
+    }
+    Tensor filtered = empty({r, logits.size(1)}, DType::kF32);
+    sampling_filter(logits, gp, penalties ? &history : nullptr, sampling_ws_, filtered, stream_);
+    sampling_draw(filtered, gp, ids, stream_);
+  }
+  std::vector<int32_t> out = to_host_i32(ids);
+  const std::vector<int32_t> valid = to_host_i32(ok);
+  for (int64_t i = 0; i < r; ++i)
+    if (!valid[i]) out[i] = -1;
+  return out;
+}
 
 void CudaBackend::begin_step(const ForwardBatch& batch, const Tensor& cos, const Tensor& sin,
                              int64_t block_size) {
+  graphs_.abandon(stream_);  // a previous step that threw mid-capture
   arena_.reset();
   const int64_t t = batch.num_tokens(), s = batch.num_seqs();
   int64_t max_blocks = 1, max_query = 1, max_seq = 1;
-  bool decode = true;
+  bool decode = t == s;
   for (int64_t i = 0; i < s; ++i) {
     max_blocks = std::max<int64_t>(max_blocks, batch.block_tables[i].size());
     const int64_t q = batch.query_start[i + 1] - batch.query_start[i];
     max_query = std::max(max_query, q);
     max_seq = std::max<int64_t>(max_seq, batch.seq_lens[i]);
     if (q != 1) decode = false;
+  }
+  // Decode steps round the longest sequence up to its length bucket: the block tables' width
+  // and the attention's split count then depend on the bucket only, so every step of one
+  // (sequences, bucket) shape launches the same kernels (step_graphs.h) — eager or replayed.
+  bool identity_logits = static_cast<int64_t>(batch.logits_indices.size()) == s;
+  for (int64_t i = 0; identity_logits && i < s; ++i) identity_logits = batch.logits_indices[i] == i;
+  const int64_t bucket = decode ? length_bucket(max_seq) : 0;
+  if (decode) {
+    max_seq = bucket;
+    max_blocks = (bucket + block_size - 1) / block_size;  // covers every seq_len <= bucket
   }
   const int64_t half = cos.numel() / std::max<int64_t>(1, t);
   // One pinned buffer, one copy: [ids | slots | cos | sin | query_start | seq_lens | tables].
@@ -308,9 +473,11 @@ void CudaBackend::begin_step(const ForwardBatch& batch, const Tensor& cos, const
     size_t offset;
   };
   std::vector<int32_t> tables(static_cast<size_t>(s * max_blocks), 0);
-  for (int64_t i = 0; i < s; ++i)
-    std::copy(batch.block_tables[i].begin(), batch.block_tables[i].end(),
+  for (int64_t i = 0; i < s; ++i) {
+    const auto& row = batch.block_tables[i];  // entries past max_blocks are never read
+    std::copy(row.begin(), row.begin() + std::min<int64_t>(row.size(), max_blocks),
               tables.begin() + i * max_blocks);
+  }
   Part parts[] = {{batch.token_ids.data(), batch.token_ids.size() * 4, 0},
                   {batch.slot_mapping.data(), batch.slot_mapping.size() * 8, 0},
                   {cos.raw(), cos.size_bytes(), 0},
@@ -346,7 +513,8 @@ void CudaBackend::begin_step(const ForwardBatch& batch, const Tensor& cos, const
   step_.attention.block_size = block_size;
   step_.attention.max_query_len = max_query;
   step_.attention.max_seq_len = max_seq;
-  step_.decode = decode && t == s;
+  step_.decode = decode;
+  graphs_.begin(decode && identity_logits, {s, bucket}, stream_);
 }
 
 }  // namespace

@@ -31,6 +31,15 @@ void ScratchArena::reset() {
   in_use_ = 0;
 }
 
+void ScratchArena::advance_to(const Mark& m) {
+  if (m.chunk > chunk_ || (m.chunk == chunk_ && m.offset > offset_)) {
+    chunk_ = m.chunk;
+    offset_ = m.offset;
+    in_use_ = std::max(in_use_, m.in_use);
+    peak_ = std::max(peak_, in_use_);
+  }
+}
+
 size_t ScratchArena::reserved_bytes() const {
   size_t total = 0;
   for (const auto& c : chunks_) total += c->size_bytes();

@@ -19,6 +19,14 @@ class ScratchArena {
   explicit ScratchArena(size_t chunk_bytes = size_t{64} << 20) : chunk_bytes_(chunk_bytes) {}
   void* allocate(size_t bytes);
   void reset();
+  // Where the next allocation would start. advance_to() moves there unless already past it: a
+  // replayed graph's scratch was handed out at capture, not by this step's host code, and
+  // what the step allocates after the graph must not land on it.
+  struct Mark {
+    size_t chunk = 0, offset = 0, in_use = 0;
+  };
+  Mark mark() const { return {chunk_, offset_, in_use_}; }
+  void advance_to(const Mark& m);
   size_t peak_bytes() const { return peak_; }
   size_t reserved_bytes() const;
   // The owner handed to Tensor::wrap for arena tensors. It does not own the chunks (the arena

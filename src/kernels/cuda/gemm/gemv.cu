@@ -4,24 +4,13 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/dot_bf16.cuh"
 
 namespace kite::cuda {
 namespace {
 
 constexpr int kWarps = 8;   // output features per block
 constexpr int kUnroll = 4;  // 16-byte W loads in flight per lane
-
-__device__ __forceinline__ void dot8(const uint4& w, const uint4& x, float& acc) {
-  const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const auto* xp = reinterpret_cast<const __nv_bfloat162*>(&x);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 a = __bfloat1622float2(wp[i]);
-    const float2 b = __bfloat1622float2(xp[i]);
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-  }
-}
 
 template <int M, typename TOut>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -44,20 +33,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int m = 0; m < M; ++m) dot8(wv[u], __ldg(xr + m * k8 + i + 32 * u), acc[m]);
+      for (int m = 0; m < M; ++m) dot8_bf16(wv[u], __ldg(xr + m * k8 + i + 32 * u), acc[m]);
   }
   for (; i < k8; i += 32) {
     const uint4 wv = __ldcs(wr + i);
 #pragma unroll
-    for (int m = 0; m < M; ++m) dot8(wv, __ldg(xr + m * k8 + i), acc[m]);
+    for (int m = 0; m < M; ++m) dot8_bf16(wv, __ldg(xr + m * k8 + i), acc[m]);
   }
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    float v = acc[m];
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-    acc[m] = v;
-  }
+  for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
   if (lane == 0) {
     const float b = bias ? to_float(bias[row]) : 0.0f;
 #pragma unroll

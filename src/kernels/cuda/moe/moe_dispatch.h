@@ -62,6 +62,16 @@ void moe_combine(const Tensor& yp, const Tensor& weights, const MoePermutation& 
 void moe_grouped_linear(const Tensor& xp, const Tensor& w, const MoePermutation& perm, Tensor& yp,
                         cudaStream_t stream);
 
+// The same result for decode-size batches, as a stream over the chosen experts' weights: one
+// pass over expert e's weight rows per 8 of its rows, fp32 accumulation (moe_grouped_gemv.cu).
+// BF16 only; K a multiple of 8; at most 65535 pairs. moe_use_gemv() says when it is the
+// faster choice (few rows per expert on average).
+void moe_grouped_gemv(const Tensor& xp, const Tensor& w, const MoePermutation& perm, Tensor& yp,
+                      cudaStream_t stream);
+inline bool moe_use_gemv(int64_t pairs, int64_t num_experts) {
+  return pairs <= 8 * num_experts && pairs <= 65535;
+}
+
 // The same through cuBLASLt, one linear() per expert with rows: host_offsets is offsets
 // copied to the host ([E + 1]; the caller syncs for it). Any dtypes linear() takes.
 void moe_grouped_linear_host(BlasLtContext& ctx, const Tensor& xp, const Tensor& w,

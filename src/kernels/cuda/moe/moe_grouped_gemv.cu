@@ -1,0 +1,105 @@
+// Decode-size expert GEMV (moe_grouped_gemv, moe_dispatch.h).
+//
+// At decode a layer routes a handful of rows to each chosen expert, so the work is a stream
+// over the chosen experts' weights; the grouped GEMM's 64-row tiles would read them through a
+// two-stage pipeline built for thousands of rows. Here block (column tile, permuted row j)
+// works only if j is its expert's first row: it finds the expert by a binary search over the
+// permutation's offsets (on the device, no sync), and its 8 warps each stream one weight row
+// with 16-byte loads (several in flight per lane) against all of the expert's rows, in chunks
+// of up to 8 rows held in registers. Blocks of other rows exit at once.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/dot_bf16.cuh"
+#include "kernels/cuda/moe/moe_dispatch.h"
+
+namespace kite::cuda {
+namespace {
+
+constexpr int kWarps = 8;   // weight rows (output columns) per block
+constexpr int kChunk = 8;   // expert rows per pass over the weight row
+constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+
+__global__ void __launch_bounds__(kWarps * 32)
+    grouped_gemv_kernel(const bf16* __restrict__ xp, const bf16* __restrict__ w,
+                        const int32_t* __restrict__ offsets, int num_experts, int n, int k,
+                        bf16* __restrict__ yp) {
+  const int j = blockIdx.y;
+  if (j >= offsets[num_experts]) return;  // pairs with invalid expert ids: not computed
+  // The expert whose rows start at j, if any: the last e with offsets[e] <= j.
+  int lo = 0, hi = num_experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= j)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (offsets[lo] != j) return;
+  const int e = lo, row_end = offsets[e + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col = blockIdx.x * kWarps + warp;
+  if (col >= n) return;
+  const int k8 = k / 8;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + (static_cast<int64_t>(e) * n + col) * k);
+  for (int r0 = j; r0 < row_end; r0 += kChunk) {
+    const int rows = min(kChunk, row_end - r0);
+    const uint4* xr = reinterpret_cast<const uint4*>(xp + static_cast<int64_t>(r0) * k);
+    float acc[kChunk];
+#pragma unroll
+    for (int m = 0; m < kChunk; ++m) acc[m] = 0.0f;
+    int i = lane;
+    for (; i + 32 * (kUnroll - 1) < k8; i += 32 * kUnroll) {
+      uint4 wv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int m = 0; m < kChunk; ++m)
+          if (m < rows) dot8_bf16(wv[u], __ldg(xr + m * k8 + i + 32 * u), acc[m]);
+    }
+    for (; i < k8; i += 32) {
+      const uint4 wv = __ldcs(wr + i);
+#pragma unroll
+      for (int m = 0; m < kChunk; ++m)
+        if (m < rows) dot8_bf16(wv, __ldg(xr + m * k8 + i), acc[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < kChunk; ++m) {
+      const float v = warp_sum(acc[m]);
+      if (lane == 0 && m < rows) yp[static_cast<int64_t>(r0 + m) * n + col] = __float2bfloat16(v);
+    }
+  }
+}
+
+}  // namespace
+
+void moe_grouped_gemv(const Tensor& xp, const Tensor& w, const MoePermutation& perm, Tensor& yp,
+                      cudaStream_t stream) {
+  constexpr const char* op = "moe_grouped_gemv";
+  check_device(xp, DType::kBF16, op, "xp");
+  check_device(w, DType::kBF16, op, "w");
+  check_device(yp, DType::kBF16, op, "yp");
+  const int64_t pairs = perm.num_tokens * perm.top_k;
+  KITE_CUDA_OP_CHECK(w.dim() == 3 && w.size(0) == perm.num_experts, op,
+                     "w must be [num_experts, N, K]");
+  const int64_t n = w.size(1), k = w.size(2);
+  KITE_CUDA_OP_CHECK(xp.dim() == 2 && xp.size(0) == pairs && xp.size(1) == k, op,
+                     "xp must be [T * top_k, K]");
+  KITE_CUDA_OP_CHECK(yp.dim() == 2 && yp.size(0) == pairs && yp.size(1) == n, op,
+                     "yp must be [T * top_k, N]");
+  KITE_CUDA_OP_CHECK(k % 8 == 0 && all_aligned(16, xp.raw(), w.raw()), op,
+                     "K must be a multiple of 8 and xp, w 16-byte aligned");
+  KITE_CUDA_OP_CHECK(pairs <= 65535 && n <= (int64_t{1} << 30) && k <= (int64_t{1} << 30), op,
+                     "too many rows or columns for one launch");
+  if (pairs == 0 || n == 0) return;
+  const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>(pairs));
+  grouped_gemv_kernel<<<grid, kWarps * 32, 0, stream>>>(
+      static_cast<const bf16*>(xp.raw()), static_cast<const bf16*>(w.raw()),
+      static_cast<const int32_t*>(perm.offsets.raw()), static_cast<int>(perm.num_experts),
+      static_cast<int>(n), static_cast<int>(k), static_cast<bf16*>(yp.raw()));
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kite::cuda
