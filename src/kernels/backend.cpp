@@ -31,6 +31,22 @@ Result<Tensor> Backend::stacked_weight(const WeightStore& store,
   return upload(host);
 }
 
+void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                           std::span<Tensor* const> outs) {
+  if (outs.empty()) throw std::invalid_argument("linear_split: no outputs");
+  const int64_t m = x.numel() / weight.size(1);
+  Tensor y = empty({m, weight.size(0)}, outs[0]->dtype());
+  linear(x, weight, bias, y);
+  int64_t col = 0;
+  for (Tensor* out : outs) {
+    copy_columns(y, col, *out, 0, out->size(-1));
+    col += out->size(-1);
+  }
+  if (col != weight.size(0))
+    throw std::invalid_argument("linear_split: outputs have " + std::to_string(col) +
+                                " columns, the weight " + std::to_string(weight.size(0)));
+}
+
 void Backend::moe_experts(const Tensor&, const Tensor&, const ops::MoeRoutingParams&,
                           const Tensor&, const Tensor&, Tensor&) {
   throw std::logic_error(name() + " backend: MoE runs per expert (layers/moe) on this backend");

@@ -103,6 +103,11 @@ class Backend {
 
   // ---- ops (kernels/ops.h semantics)
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) = 0;
+  // linear() of a stacked weight whose output features split into consecutive parts, each
+  // written to its own [M, width] tensor (q, k and v of one attention input). The default runs
+  // linear() and copies the columns out; the CUDA backend's decode GEMV writes them directly.
+  virtual void linear_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                            std::span<Tensor* const> outs);
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                             Tensor& out) = 0;

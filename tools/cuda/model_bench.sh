@@ -5,7 +5,8 @@
 #   REGEN_FIXTURES=1  tools/fixtures/make_model_fixtures.py (transformers) -> $OUT/fixtures.tgz
 #   kite_cuda_tests --gtest_filter=$TEST_FILTER (default: the model tests)
 #   kite bench latency on the Llama-3-8B and DeepSeek-V2-Lite shapes (dummy BF16 weights)
-#   EAGER_AB=1  the same with --enforce-eager (no CUDA graphs) / --host-sampling, for A/B
+#   EAGER_AB=1  the same with --enforce-eager (no CUDA graphs), KITE_CUDA_NO_PDL=1 (no
+#               programmatic dependent launch) / --host-sampling, for A/B
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
 set -uo pipefail
@@ -47,6 +48,7 @@ fi
 # A/B in the same session: CUDA graphs off (--enforce-eager), and logits sampled on the host.
 if [ "${EAGER_AB:-0}" = 1 ]; then
   lat llama_b1_eager $LLAMA 1 512 64 --enforce-eager
+  KITE_CUDA_NO_PDL=1 lat llama_b1_nopdl $LLAMA 1 512 64
   lat dsv2lite_b1_eager $DSV2 1 512 64 --enforce-eager
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64_eager $LLAMA 64 128 64 --enforce-eager
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64_host_sampling $LLAMA 64 128 64 --host-sampling

@@ -15,6 +15,7 @@ constexpr int kThreads = 256;
 // grid (rows, column chunks); each thread one vector of VEC outputs.
 template <typename T, int VEC>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t inter) {
+  pdl_trigger();  // the decode GEMV that follows may start loading its weights
   const int64_t vec = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (vec * VEC >= inter) return;
   const int64_t row = blockIdx.x;

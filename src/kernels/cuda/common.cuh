@@ -42,6 +42,16 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
   *reinterpret_cast<Vec<T, N>*>(p) = v;
 }
 
+// Programmatic dependent launch (Hopper): a kernel launched with the PDL attribute (see
+// gemm/gemv.cu) may start while the kernel before it on the stream is still running, e.g. to
+// start streaming weights; pdl_wait() blocks until that kernel has completed and its writes
+// are visible, so nothing that kernel writes may be read before it. pdl_trigger() lets such a
+// dependent start now instead of at this kernel's end. Both are no-ops without PDL.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -17,6 +17,7 @@ template <typename T, int VEC, bool kAddResidual>
 __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no __restrict__
                                 const T* __restrict__ weight, T* out, int hidden, float eps) {
   __shared__ float scratch[32];
+  pdl_trigger();  // the decode GEMV that follows may start loading its weights
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * hidden;
   const T* x_row = x + row_offset;
   T* res_row = kAddResidual ? residual + row_offset : nullptr;

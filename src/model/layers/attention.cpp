@@ -14,9 +14,11 @@ Result<GqaAttention> GqaAttention::load(Backend& be, const WeightStore& weights,
   const int64_t d = c.hidden_size, q = a.num_heads_ * a.head_dim_,
                 kv = a.num_kv_heads_ * a.head_dim_;
   const bool bias = c.attention_bias;
-  KITE_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(be, weights, prefix + "q_proj", q, d, bias));
-  KITE_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(be, weights, prefix + "k_proj", kv, d, bias));
-  KITE_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(be, weights, prefix + "v_proj", kv, d, bias));
+  // q, k and v share their input: one stacked weight, one GEMM (split back into three).
+  KITE_ASSIGN_OR_RETURN(a.qkv_proj_,
+                        Linear::load_stacked(be, weights,
+                                             {prefix + "q_proj", prefix + "k_proj", prefix + "v_proj"},
+                                             {q, kv, kv}, d, bias));
   KITE_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(be, weights, prefix + "o_proj", d, q));
   return a;
 }
@@ -25,9 +27,12 @@ Tensor GqaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& k_
                              Tensor& v_cache) const {
   Backend& be = *ctx.be;
   const int64_t t = x.size(0);
-  Tensor q = q_proj_(be, x).view({t, num_heads_, head_dim_});
-  Tensor k = k_proj_(be, x).view({t, num_kv_heads_, head_dim_});
-  Tensor v = v_proj_(be, x).view({t, num_kv_heads_, head_dim_});
+  const int64_t widths[] = {num_heads_ * head_dim_, num_kv_heads_ * head_dim_,
+                            num_kv_heads_ * head_dim_};
+  std::vector<Tensor> qkv = qkv_proj_.split(be, x, widths);
+  Tensor q = qkv[0].view({t, num_heads_, head_dim_});
+  Tensor k = qkv[1].view({t, num_kv_heads_, head_dim_});
+  Tensor v = qkv[2].view({t, num_kv_heads_, head_dim_});
   be.rope_and_cache(&q, 0, k, 0, &v, k_cache, &v_cache, head_dim_, ops::RopeStyle::kNeox);
   Tensor out = be.empty({t, num_heads_, head_dim_});
   be.attention(q, k_cache, v_cache, scale_, out);

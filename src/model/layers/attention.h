@@ -16,7 +16,7 @@ class GqaAttention {
   Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache, Tensor& v_cache) const;
 
  private:
-  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  Linear qkv_proj_, o_proj_;  // qkv: q, k and v stacked by rows
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
   float scale_ = 1.0f;
 };

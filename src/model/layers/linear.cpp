@@ -65,6 +65,26 @@ Tensor Linear::operator()(Backend& be, const Tensor& x) const {
   return y;
 }
 
+std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
+                                  std::span<const int64_t> widths) const {
+  std::vector<Tensor> outs;
+  std::vector<Tensor*> ptrs;
+  outs.reserve(widths.size());
+  for (int64_t w : widths) outs.push_back(be.empty({x.size(0), w}));
+  for (Tensor& o : outs) ptrs.push_back(&o);
+  if (quant || active_recorder()) {  // the quantized op or the recorder see the whole linear
+    Tensor y = (*this)(be, x);
+    int64_t col = 0;
+    for (Tensor& o : outs) {
+      be.copy_columns(y, col, o, 0, o.size(1));
+      col += o.size(1);
+    }
+    return outs;
+  }
+  be.linear_split(x, weight, bias.defined() ? &bias : nullptr, ptrs);
+  return outs;
+}
+
 Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::string& name,
                             int64_t out, int64_t in, bool with_bias) {
   Linear l;
@@ -94,10 +114,21 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
 
 Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
                                     const std::vector<std::string>& names,
-                                    const std::vector<int64_t>& outs, int64_t in) {
+                                    const std::vector<int64_t>& outs, int64_t in,
+                                    bool with_bias) {
   int64_t total = 0;
   for (int64_t o : outs) total += o;
   Linear l;
+  if (with_bias) {
+    Tensor b = Tensor::empty({total});
+    int64_t row = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      KITE_ASSIGN_OR_RETURN(Tensor part, weights.get_f32(names[i] + ".bias", {outs[i]}));
+      std::memcpy(b.data<float>() + row, part.data<float>(), part.size_bytes());
+      row += outs[i];
+    }
+    l.bias = be.upload(b);
+  }
   // A quantized checkpoint stores each part quantized: stack the parts' codes.
   std::vector<QuantizedWeight> parts;
   for (size_t i = 0; i < names.size(); ++i) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
@@ -25,15 +27,20 @@ struct Linear {
 
   // y [T, out] = x [T, in] · W^T (+ b); y is step scratch of `be`.
   Tensor operator()(Backend& be, const Tensor& x) const;
+  // The same for a stacked weight, its output split into consecutive parts of `widths`
+  // features, each returned as its own [T, width] tensor (Backend::linear_split).
+  std::vector<Tensor> split(Backend& be, const Tensor& x, std::span<const int64_t> widths) const;
 
   // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
   static Result<Linear> load(Backend& be, const WeightStore& weights, const std::string& name,
                              int64_t out, int64_t in, bool with_bias = false);
   // Rows of several weights stacked into one (e.g. gate and up into gate_up) so one GEMM
   // computes them all; each part is `<name>.weight` [out_i, in].
+  // With `with_bias`, every part's `<name>.bias` [out_i] is stacked likewise.
   static Result<Linear> load_stacked(Backend& be, const WeightStore& weights,
                                      const std::vector<std::string>& names,
-                                     const std::vector<int64_t>& outs, int64_t in);
+                                     const std::vector<int64_t>& outs, int64_t in,
+                                     bool with_bias = false);
 };
 
 // `<name>` as a 1-D tensor of `size` in the backend's memory (norm weights, biases), with

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/cuda/attention/paged_attention.h"
+#include "kernels/cuda/backend/op_timer.h"
 #include "kernels/cuda/backend/row_ops.h"
 #include "kernels/cuda/backend/scratch_arena.h"
 #include "kernels/cuda/backend/step_graphs.h"
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
@@ -61,6 +63,30 @@ class PinnedBuffer {
   void* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Brackets one op with OpTimer events when KITE_CUDA_OP_TIMES is set; otherwise free.
+class TimedOp {
+ public:
+  TimedOp(OpTimer* timer, cudaStream_t stream) : timer_(timer), stream_(stream) {}
+  ~TimedOp() {
+    if (timer_) timer_->stop(stream_);
+  }
+  TimedOp(TimedOp&& other) noexcept : timer_(other.timer_), stream_(other.stream_) {
+    other.timer_ = nullptr;
+  }
+  TimedOp(const TimedOp&) = delete;
+  TimedOp& operator=(const TimedOp&) = delete;
+
+ private:
+  OpTimer* timer_;
+  cudaStream_t stream_;
+};
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -148,7 +174,9 @@ class CudaBackend final : public Backend {
     not_in_graph("synchronize");
     stream_.synchronize();
   }
-  void set_step_graphs(int64_t max_batch) override { graphs_.set_max_batch(max_batch); }
+  void set_step_graphs(int64_t max_batch) override {
+    graphs_.set_max_batch(timer_.enabled() ? 0 : max_batch);  // op timing needs eager steps
+  }
   std::pair<int64_t, int64_t> memory_info() override {
     size_t free_bytes = 0, total_bytes = 0;
     KITE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -168,29 +196,52 @@ class CudaBackend final : public Backend {
   // ---- ops
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
     if (replaying()) return;
+    TimedOp timed = time_op([&] { return "linear " + dims({x.numel() / w.size(1), w.size(0), w.size(1)}); },
+                            static_cast<int64_t>(w.size_bytes()));
     cuda::linear(blas_, x, w, bias, y, stream_);
+  }
+  void linear_split(const Tensor& x, const Tensor& w, const Tensor* bias,
+                    std::span<Tensor* const> outs) override {
+    if (replaying()) return;
+    int64_t width = 0;
+    for (const Tensor* o : outs) width += o->size(-1);
+    const int64_t k = w.size(1), m = x.numel() / k;
+    bool direct = !outs.empty() && outs.size() <= static_cast<size_t>(kGemvMaxSegments) &&
+                  width == w.size(0) && gemv_applies(x, w, *outs[0]);
+    for (const Tensor* o : outs)
+      direct = direct && o->dtype() == outs[0]->dtype() && o->numel() == m * o->size(-1) &&
+               (!bias || bias->dtype() == o->dtype());
+    if (!direct) return Backend::linear_split(x, w, bias, outs);
+    TimedOp timed = time_op([&] { return "linear " + dims({m, w.size(0), k}) + " split"; },
+                            static_cast<int64_t>(w.size_bytes()));
+    gemv_split(x, w, bias, outs, m, stream_);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("rms_norm"); });
     cuda::rms_norm(x, w, eps, out, stream_);
   }
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                     Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("add_rms_norm"); });
     cuda::add_rms_norm(residual, x, w, eps, out, stream_);
   }
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("silu_mul"); });
     cuda::silu_mul(gate_up, out, stream_);
   }
   void embedding(const Tensor& table, Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("embedding"); });
     cuda::embedding(table, step_.token_ids, out, stream_);
   }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                       ops::RopeStyle style) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("rope_and_cache"); });
     RopeCacheParams p;
     p.q = q;
     p.q_rot_offset = q_rot_offset;
@@ -209,6 +260,10 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                  Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([&] {
+      return std::string(step_.decode ? "attention decode " : "attention prefill ") +
+             dims({q.size(1), q.size(2), out.size(2)});
+    });
     PagedAttentionArgs args = step_.attention;
     args.scale = scale;
     if (step_.decode)
@@ -218,11 +273,13 @@ class CudaBackend final : public Backend {
   }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("gather_rows"); });
     cuda::gather_rows(x, rows, out, stream_);
   }
   void scatter_add_rows(Tensor& out, const Tensor& y, const Tensor& rows,
                         const Tensor& weights) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("scatter_add_rows"); });
     cuda::scatter_add_rows(out, y, rows, weights, stream_);
   }
   void moe_experts(const Tensor& x, const Tensor& logits, const ops::MoeRoutingParams& params,
@@ -237,6 +294,8 @@ class CudaBackend final : public Backend {
     ops::MoeRoutingParams p = params;
     if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);
     Tensor ids = empty({t, k}, DType::kI32), weights = empty({t, k}, DType::kF32);
+    std::optional<TimedOp> timed;
+    timed.emplace(time_op([] { return std::string("moe route+permute+gather"); }));
     cuda::moe_route(logits, p, ids, weights, stream_);
     // The permutation lives in step scratch: a graph captured at one batch size must not point
     // at buffers a later batch size reallocates.
@@ -257,12 +316,24 @@ class CudaBackend final : public Backend {
       else
         moe_grouped_linear(in, w, perm, y, stream_);
     };
+    // Bytes of the experts actually read: at most min(E, pairs) experts' weights.
+    const int64_t read = std::min(experts, t * k);
     Tensor gu = empty({t * k, 2 * inter});
+    timed.reset();
+    timed.emplace(time_op([&] { return std::string("moe experts gate_up ") + (gemv ? "gemv" : "gemm"); },
+                          static_cast<int64_t>(gate_up.size_bytes() / experts * read)));
     experts_linear(xp, gate_up, gu);
+    timed.reset();
     Tensor act = empty({t * k, inter});
+    timed.emplace(time_op([] { return std::string("moe silu_mul"); }));
     cuda::silu_mul(gu, act, stream_);
+    timed.reset();
     Tensor yp = empty({t * k, d});
+    timed.emplace(time_op([&] { return std::string("moe experts down ") + (gemv ? "gemv" : "gemm"); },
+                          static_cast<int64_t>(down.size_bytes() / experts * read)));
     experts_linear(act, down, yp);
+    timed.reset();
+    timed.emplace(time_op([] { return std::string("moe combine"); }));
     moe_combine(yp, weights, perm, out, stream_);
   }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,
@@ -276,11 +347,14 @@ class CudaBackend final : public Backend {
   void head_linear(const Tensor& x, int64_t x_off, const Tensor& w, Tensor& y,
                    int64_t y_off) override {
     if (replaying()) return;
+    TimedOp timed = time_op([&] { return "head_linear " + dims({x.size(0), w.size(0), w.size(1), w.size(2)}); },
+                            static_cast<int64_t>(w.size_bytes()));
     head_linear_.run(blas_, x, x_off, w, y, y_off, stream_);
   }
   void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
                     int64_t cols) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("copy_columns"); });
     KITE_CUDA_OP_CHECK(src.dtype() == dst.dtype(), "copy_columns", "dtypes differ");
     const size_t es = dtype_size(src.dtype());
     const int64_t sw = src.size(-1), dw = dst.size(-1), rows = src.numel() / sw;
@@ -292,10 +366,12 @@ class CudaBackend final : public Backend {
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("add"); });
     add_convert(a, &b, out, stream_);
   }
   void convert(const Tensor& src, Tensor& dst) override {
     if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("convert"); });
     add_convert(src, nullptr, dst, stream_);
   }
 
@@ -326,6 +402,12 @@ class CudaBackend final : public Backend {
   }
 
   bool replaying() const { return graphs_.mode() == StepGraphs::Mode::kReplay; }
+  template <typename Label>
+  TimedOp time_op(Label&& label, int64_t bytes = 0) {
+    if (!timer_.enabled()) return TimedOp(nullptr, stream_);
+    timer_.start(label(), bytes, stream_);
+    return TimedOp(&timer_, stream_);
+  }
   // Host memory read by a captured copy would be read again, stale, on every replay.
   void not_in_graph(const char* what) const {
     if (graphs_.mode() != StepGraphs::Mode::kEager)
@@ -364,6 +446,7 @@ class CudaBackend final : public Backend {
   ScratchArena arena_;
   AttentionWorkspace attention_ws_{[this](size_t bytes) { return arena_.allocate(bytes); }};
   StepGraphs graphs_;
+  OpTimer timer_;
   PinnedBuffer staging_;
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
@@ -444,6 +527,7 @@ std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logit
 void CudaBackend::begin_step(const ForwardBatch& batch, const Tensor& cos, const Tensor& sin,
                              int64_t block_size) {
   graphs_.abandon(stream_);  // a previous step that threw mid-capture
+  timer_.collect();
   arena_.reset();
   const int64_t t = batch.num_tokens(), s = batch.num_seqs();
   int64_t max_blocks = 1, max_query = 1, max_seq = 1;

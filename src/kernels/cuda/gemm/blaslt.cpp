@@ -138,8 +138,7 @@ void linear(BlasLtContext& ctx, const Tensor& x, const Tensor& weight, const Ten
         "bias " + shape_to_string(bias->shape()) + " must have " + std::to_string(n) + " values");
   }
   if (m == 0 || n == 0) return;
-  static const bool gemv_off = std::getenv("KITE_CUDA_NO_GEMV") != nullptr;  // A/B switch
-  if (!gemv_off && gemv_applies(x, weight, y)) {  // decode shapes: a W stream beats cuBLASLt there
+  if (gemv_applies(x, weight, y)) {  // decode shapes: a W stream beats cuBLASLt there
     gemv(x, weight, bias, y, m, stream);
     return;
   }

@@ -1,6 +1,9 @@
 #include "kernels/cuda/gemm/gemv.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -12,10 +15,19 @@ namespace {
 constexpr int kWarps = 8;   // output features per block
 constexpr int kUnroll = 4;  // 16-byte W loads in flight per lane
 
+// Where output row (feature) `row` goes: segment s owns rows [begin[s], begin[s+1]) and
+// writes them to its own [M, begin[s+1] - begin[s]] tensor (q, k and v from one stacked W).
+template <typename TOut>
+struct OutSegments {
+  TOut* y[kGemvMaxSegments];
+  int64_t begin[kGemvMaxSegments + 1];
+  int count;
+};
+
 template <int M, typename TOut>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                const TOut* __restrict__ bias, TOut* __restrict__ y, int64_t n, int64_t k) {
+                const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n, int64_t k) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (row >= n) return;
@@ -26,10 +38,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
   int64_t i = lane;
-  for (; i + 32 * (kUnroll - 1) < k8; i += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  // The first weights are loaded before waiting for the kernel that writes x (PDL): the
+  // stream of W starts while that kernel finishes.
+  uint4 wv[kUnroll];
+  const bool first_full = i + 32 * (kUnroll - 1) < k8;
+  if (first_full) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, not cached
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);
+  }
+  pdl_wait();
+  pdl_trigger();
+  for (; i + 32 * (kUnroll - 1) < k8; i += 32 * kUnroll) {
+    if (i != lane) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, not cached
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -44,24 +67,52 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
   if (lane == 0) {
     const float b = bias ? to_float(bias[row]) : 0.0f;
+    int s = 0;
+    while (s + 1 < out.count && row >= out.begin[s + 1]) ++s;
+    const int64_t width = out.begin[s + 1] - out.begin[s], col = row - out.begin[s];
+    TOut* y = out.y[s];
 #pragma unroll
-    for (int m = 0; m < M; ++m) y[m * n + row] = from_float<TOut>(acc[m] + b);
+    for (int m = 0; m < M; ++m) y[m * width + col] = from_float<TOut>(acc[m] + b);
   }
 }
 
+// Launches with programmatic stream serialization: the kernel may begin before the previous
+// kernel on the stream ends (it waits in pdl_wait() before reading what that kernel wrote).
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, int threads, cudaStream_t stream,
+                Args... args) {
+  static const bool off = std::getenv("KITE_CUDA_NO_PDL") != nullptr;  // A/B switch
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = off ? 0 : 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
 template <typename TOut>
-void launch(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t m,
-            cudaStream_t stream) {
+void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys,
+            int64_t m, cudaStream_t stream) {
   const int64_t n = w.size(0), k = w.size(1);
   const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps));
   const bf16* xp = x.data<bf16>();
   const bf16* wp = w.data<bf16>();
   const TOut* bp = bias ? bias->data<TOut>() : nullptr;
-  TOut* yp = y.data<TOut>();
+  OutSegments<TOut> yp{};
+  yp.count = static_cast<int>(ys.size());
+  yp.begin[0] = 0;
+  for (size_t s = 0; s < ys.size(); ++s) {
+    yp.y[s] = ys[s]->data<TOut>();
+    yp.begin[s + 1] = yp.begin[s] + ys[s]->size(-1);
+  }
   switch (m) {
 #define KITE_GEMV_CASE(R) \
   case R:                 \
-    gemv_kernel<R, TOut><<<grid, kWarps * 32, 0, stream>>>(xp, wp, bp, yp, n, k); \
+    launch_pdl(gemv_kernel<R, TOut>, grid, kWarps * 32, stream, xp, wp, bp, yp, n, k); \
     break;
     KITE_GEMV_CASE(1)
     KITE_GEMV_CASE(2)
@@ -81,6 +132,8 @@ void launch(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int
 }  // namespace
 
 bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y) {
+  static const bool off = std::getenv("KITE_CUDA_NO_GEMV") != nullptr;  // A/B switch
+  if (off) return false;
   if (x.dtype() != DType::kBF16 || weight.dtype() != DType::kBF16) return false;
   if (y.dtype() != DType::kBF16 && y.dtype() != DType::kF32) return false;
   const int64_t k = weight.size(1);
@@ -93,10 +146,18 @@ bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y) {
 
 void gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y, int64_t m,
           cudaStream_t stream) {
-  if (y.dtype() == DType::kF32)
-    launch<float>(x, weight, bias, y, m, stream);
+  Tensor* ys[] = {&y};
+  gemv_split(x, weight, bias, ys, m, stream);
+}
+
+void gemv_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                std::span<Tensor* const> ys, int64_t m, cudaStream_t stream) {
+  if (ys.empty() || ys.size() > static_cast<size_t>(kGemvMaxSegments))
+    throw std::invalid_argument("gemv: 1 to " + std::to_string(kGemvMaxSegments) + " outputs");
+  if (ys[0]->dtype() == DType::kF32)
+    launch<float>(x, weight, bias, ys, m, stream);
   else
-    launch<bf16>(x, weight, bias, y, m, stream);
+    launch<bf16>(x, weight, bias, ys, m, stream);
 }
 
 }  // namespace kite::cuda

@@ -8,18 +8,26 @@
 
 #include <cuda_runtime.h>
 
+#include <span>
+
 #include "core/tensor.h"
 
 namespace kite::cuda {
 
 inline constexpr int64_t kGemvMaxRows = 8;
+inline constexpr int kGemvMaxSegments = 4;
 
 // True when gemv() takes this call: BF16 x and W, y BF16 or F32 (bias in y's dtype), M in
-// [1, kGemvMaxRows], K a multiple of 8 and x / W 16-byte aligned.
+// [1, kGemvMaxRows], K a multiple of 8 and x / W 16-byte aligned — and KITE_CUDA_NO_GEMV
+// unset (an A/B switch: cuBLASLt for every shape).
 bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y);
 
 // Shapes are checked by the caller (linear()).
 void gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y, int64_t m,
           cudaStream_t stream);
+// The same with the output features split into consecutive parts, each written to its own
+// [M, width_s] tensor (one dtype): q, k and v from one stacked weight in one launch.
+void gemv_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                std::span<Tensor* const> ys, int64_t m, cudaStream_t stream);
 
 }  // namespace kite::cuda

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# GPU time per backend op of decode steps (issue 6's "where the time goes"), on the GPU machine
+# from the repository root after `bash tools/cuda/build.sh` here (carry
+# build-cuda/bundle.tar.xz). Runs `kite bench latency` at batch 1 (512-token prompt) on the
+# Llama-3-8B and DeepSeek-V2-Lite shapes with KITE_CUDA_OP_TIMES=1 (op_timer.h: CUDA events
+# around every op, steps run eagerly) and writes each op table to $OUT/ops_<shape>.txt.
+# Prefill ops show up with M = 512 in their labels; decode ops with M = 1.
+set -uo pipefail
+[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
+OUT=${OUT:-/tmp/kite_out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+prof() {  # name model [extra flags]
+  local name=$1 model=$2
+  shift 2
+  KITE_CUDA_OP_TIMES=1 timeout "${T_PROF:-120}" ./build-cuda/kite bench latency --model "$model" \
+    --load-format dummy --device cuda --batch-size "${BATCH:-1}" --input-len 512 \
+    --output-len "${OUTPUT_LEN:-64}" --iters 1 "$@" >"$OUT/ops_$name.txt" 2>&1
+  echo "$name exit $?"
+}
+prof llama_b1 tools/bench/configs/llama3_8b
+prof dsv2lite_b1 tools/bench/configs/deepseek_v2_lite
