@@ -105,11 +105,9 @@ std::string finish_name(sched::RequestStatus s) {
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, load_tokenizer(config));
   KITE_ASSIGN_OR_RETURN(Device device, parse_device(config.device, has_backend(Device::kCuda)));
-  if (device != Device::kCpu &&
-      (config.quantization != QuantMethod::kNone || config.kv_cache_dtype == KvCacheDtype::kFp8))
+  if (device != Device::kCpu && config.kv_cache_dtype == KvCacheDtype::kFp8)
     return unsupported(
-        "--quantization and --kv-cache-dtype fp8 run on the CPU backend only so far (issue 7); "
-        "use --device cpu");
+        "--kv-cache-dtype fp8 runs on the CPU backend only so far (issue 7); use --device cpu");
   LoadOptions load;
   load.load_format = config.load_format;
   load.device = device;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/quant_ops.h"
 #include "model/weight_store.h"
 
 namespace kite {
@@ -29,6 +30,12 @@ Result<Tensor> Backend::stacked_weight(const WeightStore& store,
     row += outs[i];
   }
   return upload(host);
+}
+
+void Backend::quantized_linear(const Tensor& x, const QuantizedWeight* host, const void*,
+                               const Tensor* bias, Tensor& y) {
+  if (!host) throw std::invalid_argument("quantized_linear: this backend needs the host form");
+  ops::quantized_linear(x, *host, bias, y);
 }
 
 void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* bias,

@@ -27,6 +27,7 @@
 #include "core/tensor.h"
 #include "kernels/ops.h"
 #include "model/forward_batch.h"
+#include "quant/quantized_weight.h"
 #include "sampling/logits_processors.h"
 #include "sampling/sampling_params.h"
 
@@ -103,6 +104,23 @@ class Backend {
 
   // ---- ops (kernels/ops.h semantics)
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) = 0;
+  // ---- quantized linears (quant/quantized_weight.h, kernels/quant_ops.h)
+  // The backend's own form of a quantized weight, made once at load, or nullptr when the
+  // backend runs the host form itself (the CPU). Throws std::invalid_argument for a geometry
+  // its kernels do not take.
+  virtual std::shared_ptr<const void> prepare_quantized(const QuantizedWeight& w) {
+    return nullptr;
+  }
+  // A random quantized weight of `format` [out, in] made by the backend from the shape alone
+  // (--load-format dummy with --quantization), or nullptr when it cannot.
+  virtual std::shared_ptr<const void> dummy_quantized(QuantFormat format, int64_t out, int64_t in,
+                                                      uint64_t seed) {
+    return nullptr;
+  }
+  // y = the quantized linear of kernels/quant_ops.h, from the host form (`host`, CPU) or the
+  // prepared form (`prepared`, from prepare_quantized / dummy_quantized).
+  virtual void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
+                                const Tensor* bias, Tensor& y);
   // linear() of a stacked weight whose output features split into consecutive parts, each
   // written to its own [M, width] tensor (q, k and v of one attention input). The default runs
   // linear() and copies the columns out; the CUDA backend's decode GEMV writes them directly.

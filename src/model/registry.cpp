@@ -27,7 +27,8 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
   if (!dummy || options.quantization != QuantMethod::kNone) {
     std::shared_ptr<const QuantPlan> plan = options.plan;
     if (!plan) {
-      if (needs_calibration(options.quantization))
+      // Dummy weights are meaningless: int8 / awq take the base plan, without calibration.
+      if (needs_calibration(options.quantization) && !dummy)
         return invalid_argument("--quantization " +
                                 std::string(quant_method_name(options.quantization)) +
                                 " needs calibration: load through load_quantized_model");

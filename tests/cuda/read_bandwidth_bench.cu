@@ -18,6 +18,8 @@
 namespace kite::cuda {
 namespace {
 
+using namespace testing;
+
 __global__ void read_kernel(const uint4* __restrict__ p, int64_t n, float* __restrict__ out) {
   float acc = 0.0f;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;

@@ -7,6 +7,8 @@
 #   kite bench latency on the Llama-3-8B and DeepSeek-V2-Lite shapes (dummy BF16 weights)
 #   EAGER_AB=1  the same with --enforce-eager (no CUDA graphs), KITE_CUDA_NO_PDL=1 (no
 #               programmatic dependent launch) / --host-sampling, for A/B
+#   QUANT=1  batch-1 decode with --quantization fp8 / int8 / int4 (dummy quantized weights)
+#   QUANT_THROUGHPUT=1  throughput at 128 concurrent, BF16 vs FP8
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
 set -uo pipefail
@@ -52,6 +54,20 @@ if [ "${EAGER_AB:-0}" = 1 ]; then
   lat dsv2lite_b1_eager $DSV2 1 512 64 --enforce-eager
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64_eager $LLAMA 64 128 64 --enforce-eager
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64_host_sampling $LLAMA 64 128 64 --host-sampling
+fi
+# Quantized weights (issue 7), same session: batch-1 decode per format, then offline
+# throughput at 128 concurrent, BF16 vs FP8.
+if [ "${QUANT:-0}" = 1 ]; then
+  for q in fp8 int8 int4; do lat "llama_b1_$q" $LLAMA 1 512 64 --quantization $q; done
+fi
+if [ "${QUANT_THROUGHPUT:-0}" = 1 ]; then
+  for q in none fp8; do
+    run timeout "${T_THROUGHPUT:-300}" ./build-cuda/kite bench throughput --model $LLAMA \
+      --load-format dummy --device cuda --input-len 1000 --output-len 1000 --num-prompts 128 \
+      --max-num-seqs 128 --max-num-batched-tokens 8192 --quantization $q \
+      --result-json "$OUT/thr_llama_128_$q.json"
+    cat "$OUT/thr_llama_128_$q.json" >>"$LOG" 2>/dev/null
+  done
 fi
 if [ "${BENCH_THROUGHPUT:-0}" = 1 ]; then
   run timeout "${T_THROUGHPUT:-300}" ./build-cuda/kite bench throughput --model $LLAMA \

@@ -1,6 +1,7 @@
 #include "model/layers/linear.h"
 
 #include <cstring>
+#include <optional>
 
 #include "kernels/quant_ops.h"
 #include "quant/activation_recorder.h"
@@ -40,9 +41,54 @@ Status finish_load(const WeightStore& weights, const std::vector<std::string>& k
   return ok_status();
 }
 
-Status cpu_only(const Backend& be, const std::string& name) {
+// A quantized weight in the form the backend runs: the CPU keeps the host form; others
+// prepare their own (CUDA: the kernels' device layout) and the host form is dropped.
+Status place_quantized(Backend& be, const std::string& name, Linear& l) {
   if (be.device() == Device::kCpu) return ok_status();
-  return unsupported("'" + name + "': quantized weights run on the CPU backend only so far");
+  try {
+    l.prepared = be.prepare_quantized(*l.quant);
+  } catch (const std::exception& e) {
+    return unsupported("'" + name + "': " + e.what());
+  }
+  if (!l.prepared)
+    return unsupported("'" + name + "': the " + std::string(device_name(be.device())) +
+                       " backend does not run " +
+                       std::string(quant_format_name(l.quant->format)) + " weights");
+  l.prepared_out = l.quant->out_features;
+  l.prepared_in = l.quant->in_features;
+  l.quant.reset();
+  return ok_status();
+}
+
+// Dummy weights with --quantization on a backend that makes them itself: the quantized form
+// straight from the shape (an 8B model is not generated and quantized on the host).
+std::optional<QuantFormat> dummy_format(const WeightStore& weights, const std::string& key) {
+  const QuantPlan* plan = weights.quant_plan();
+  if (!weights.is_dummy() || !plan || !QuantPlan::is_quantizable(key)) return std::nullopt;
+  switch (plan->method) {
+    case QuantMethod::kFp8:
+      return QuantFormat::kFp8PerChannel;
+    case QuantMethod::kInt8:
+      return QuantFormat::kInt8PerChannel;
+    case QuantMethod::kInt4:
+    case QuantMethod::kAwq:
+      return QuantFormat::kInt4Group;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool load_dummy_quantized(Backend& be, const WeightStore& weights, const std::string& key,
+                          int64_t out, int64_t in, Linear& l) {
+  const std::optional<QuantFormat> format = dummy_format(weights, key);
+  if (!format || be.device() == Device::kCpu) return false;
+  uint64_t seed = 1469598103934665603ull;  // FNV-1a of the key
+  for (unsigned char c : key) seed = (seed ^ c) * 1099511628211ull;
+  l.prepared = be.dummy_quantized(*format, out, in, seed);
+  if (!l.prepared) return false;
+  l.prepared_out = out;
+  l.prepared_in = in;
+  return true;
 }
 
 // No plan and no recorder: the backend may load the weight its own way (CUDA: dummy weights
@@ -56,8 +102,8 @@ bool plain_load(const WeightStore& weights) {
 Tensor Linear::operator()(Backend& be, const Tensor& x) const {
   Tensor y = be.empty({x.size(0), out_features()});
   const Tensor* b = bias.defined() ? &bias : nullptr;
-  if (quant) {  // CPU only: load refuses quantized weights on other backends
-    ops::quantized_linear(x, *quant, b, y);
+  if (quantized()) {
+    be.quantized_linear(x, quant.get(), prepared.get(), b, y);
     return y;
   }
   if (ActivationRecorder* rec = active_recorder()) rec->on_input(weight.raw(), x);
@@ -72,7 +118,7 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
   outs.reserve(widths.size());
   for (int64_t w : widths) outs.push_back(be.empty({x.size(0), w}));
   for (Tensor& o : outs) ptrs.push_back(&o);
-  if (quant || active_recorder()) {  // the quantized op or the recorder see the whole linear
+  if (quantized() || active_recorder()) {  // the quantized op or the recorder see it whole
     Tensor y = (*this)(be, x);
     int64_t col = 0;
     for (Tensor& o : outs) {
@@ -94,10 +140,11 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
   KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> stored,
                         load_checkpoint_linear(weights, name, out, in));
   if (stored) {
-    KITE_RETURN_IF_ERROR(cpu_only(be, name));
     l.quant = std::make_shared<const QuantizedWeight>(std::move(*stored));
+    KITE_RETURN_IF_ERROR(place_quantized(be, name, l));
     return l;
   }
+  if (load_dummy_quantized(be, weights, name, out, in, l)) return l;
   if (plain_load(weights)) {
     KITE_ASSIGN_OR_RETURN(l.weight, be.weight(weights, name + ".weight", {out, in}));
     return l;
@@ -105,7 +152,7 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
   KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(name + ".weight", {out, in}));
   KITE_RETURN_IF_ERROR(finish_load(weights, {name}, {out}, l));
   if (l.quant) {
-    KITE_RETURN_IF_ERROR(cpu_only(be, name));
+    KITE_RETURN_IF_ERROR(place_quantized(be, name, l));
     return l;
   }
   l.weight = be.upload(l.weight);
@@ -139,11 +186,12 @@ Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
   if (!parts.empty()) {
     if (parts.size() != names.size())
       return corrupt("'" + names[0] + "': some stacked parts are quantized and some are not");
-    KITE_RETURN_IF_ERROR(cpu_only(be, names[0]));
     KITE_ASSIGN_OR_RETURN(QuantizedWeight stacked, stack_quantized_rows(parts));
     l.quant = std::make_shared<const QuantizedWeight>(std::move(stacked));
+    KITE_RETURN_IF_ERROR(place_quantized(be, names[0], l));
     return l;
   }
+  if (load_dummy_quantized(be, weights, names[0], total, in, l)) return l;
   if (plain_load(weights)) {
     std::vector<std::string> tensors;
     for (const std::string& n : names) tensors.push_back(n + ".weight");
@@ -159,7 +207,7 @@ Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
   }
   KITE_RETURN_IF_ERROR(finish_load(weights, names, outs, l));
   if (l.quant) {
-    KITE_RETURN_IF_ERROR(cpu_only(be, names[0]));
+    KITE_RETURN_IF_ERROR(place_quantized(be, names[0], l));
     return l;
   }
   l.weight = be.upload(l.weight);

@@ -1,7 +1,9 @@
 // Linear: a weight [out, in] (+ optional bias [out]) loaded by name into a backend's memory,
-// applied with Backend::linear — or, when `quant` is set (a quantized checkpoint or
-// --quantization; CPU backend only so far), with ops::quantized_linear; `weight` is then
-// undefined. Loading consults the WeightStore's QuantPlan (quant/quant_plan.h).
+// applied with Backend::linear — or, when quantized (a quantized checkpoint or
+// --quantization), with Backend::quantized_linear: on the CPU from the host form `quant`, on
+// other backends from their own form `prepared` (the host form is dropped once prepared);
+// `weight` is then undefined. Loading consults the WeightStore's QuantPlan
+// (quant/quant_plan.h); dummy weights with --quantization are made quantized by the backend.
 #pragma once
 
 #include <memory>
@@ -20,10 +22,17 @@ namespace kite {
 struct Linear {
   Tensor weight;                                 // [out_features, in_features]
   Tensor bias;                                   // [out_features] or undefined
-  std::shared_ptr<const QuantizedWeight> quant;  // set: used instead of `weight`
+  std::shared_ptr<const QuantizedWeight> quant;  // host form (CPU backend)
+  std::shared_ptr<const void> prepared;          // the backend's form (Backend::prepare_quantized)
+  int64_t prepared_out = 0, prepared_in = 0;
 
-  int64_t out_features() const { return quant ? quant->out_features : weight.size(0); }
-  int64_t in_features() const { return quant ? quant->in_features : weight.size(1); }
+  bool quantized() const { return quant || prepared; }
+  int64_t out_features() const {
+    return quant ? quant->out_features : prepared ? prepared_out : weight.size(0);
+  }
+  int64_t in_features() const {
+    return quant ? quant->in_features : prepared ? prepared_in : weight.size(1);
+  }
 
   // y [T, out] = x [T, in] · W^T (+ b); y is step scratch of `be`.
   Tensor operator()(Backend& be, const Tensor& x) const;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
+#include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/cuda/sampling/sampling.h"
 #include "kernels/cuda/sampling/sampling_params_gpu.h"
 #include "kernels/cuda/stream.h"
@@ -199,6 +200,30 @@ class CudaBackend final : public Backend {
     TimedOp timed = time_op([&] { return "linear " + dims({x.numel() / w.size(1), w.size(0), w.size(1)}); },
                             static_cast<int64_t>(w.size_bytes()));
     cuda::linear(blas_, x, w, bias, y, stream_);
+  }
+  std::shared_ptr<const void> prepare_quantized(const QuantizedWeight& w) override {
+    return std::make_shared<const DeviceQuantizedWeight>(upload_quantized(w, stream_));
+  }
+  std::shared_ptr<const void> dummy_quantized(QuantFormat format, int64_t out, int64_t in,
+                                              uint64_t seed) override {
+    return std::make_shared<const DeviceQuantizedWeight>(
+        cuda::dummy_quantized(format, out, in, seed, stream_));
+  }
+  void quantized_linear(const Tensor& x, const QuantizedWeight*, const void* prepared,
+                        const Tensor* bias, Tensor& y) override {
+    if (replaying()) return;
+    if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
+    const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
+    const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
+    TimedOp timed = time_op(
+        [&] {
+          return "qlinear " + std::string(quant_format_name(w.format)) + " " +
+                 dims({m, w.out_features, w.in_features});
+        },
+        w.storage_bytes());
+    const size_t bytes = quantized_linear_workspace_bytes(w, m);
+    void* ws = bytes ? arena_.allocate(bytes) : nullptr;  // step scratch: graph-safe
+    cuda::quantized_linear(blas_, x, w, bias, y, ws, bytes, stream_);
   }
   void linear_split(const Tensor& x, const Tensor& w, const Tensor* bias,
                     std::span<Tensor* const> outs) override {

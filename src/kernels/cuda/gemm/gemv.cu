@@ -12,9 +12,6 @@
 namespace kite::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // output features per block
-constexpr int kUnroll = 4;  // 16-byte W loads in flight per lane
-
 // Where output row (feature) `row` goes: segment s owns rows [begin[s], begin[s+1]) and
 // writes them to its own [M, begin[s+1] - begin[s]] tensor (q, k and v from one stacked W).
 template <typename TOut>
@@ -24,12 +21,14 @@ struct OutSegments {
   int count;
 };
 
-template <int M, typename TOut>
-__global__ void __launch_bounds__(kWarps * 32)
+// One warp per output feature (WARPS per block), UNROLL 16-byte weight loads per lane per step;
+// with PIPE the next step's loads are issued before this step's FMAs (two steps in flight).
+template <int M, typename TOut, int WARPS, int UNROLL, bool PIPE>
+__global__ void __launch_bounds__(WARPS * 32)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                 const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n, int64_t k) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * WARPS + warp;
   if (row >= n) return;
   const int64_t k8 = k / 8;
   const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
@@ -37,31 +36,38 @@ __global__ void __launch_bounds__(kWarps * 32)
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  int64_t i = lane;
+  constexpr int kStep = 32 * UNROLL;
+  const int64_t full = k8 / kStep * kStep;  // columns covered by whole steps
   // The first weights are loaded before waiting for the kernel that writes x (PDL): the
   // stream of W starts while that kernel finishes.
-  uint4 wv[kUnroll];
-  const bool first_full = i + 32 * (kUnroll - 1) < k8;
-  if (first_full) {
+  uint4 wv[UNROLL];
+  if (full > 0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);
+    for (int u = 0; u < UNROLL; ++u) wv[u] = __ldcs(wr + lane + 32 * u);
   }
   pdl_wait();
   pdl_trigger();
-  for (; i + 32 * (kUnroll - 1) < k8; i += 32 * kUnroll) {
-    if (i != lane) {
+  for (int64_t base = 0; base < full; base += kStep) {
+    uint4 nv[UNROLL];
+    if (PIPE && base + kStep < full) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, not cached
+      for (int u = 0; u < UNROLL; ++u) nv[u] = __ldcs(wr + base + kStep + lane + 32 * u);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
+    for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
-      for (int m = 0; m < M; ++m) dot8_bf16(wv[u], __ldg(xr + m * k8 + i + 32 * u), acc[m]);
+      for (int m = 0; m < M; ++m)
+        dot8_bf16(wv[u], __ldg(xr + m * k8 + base + lane + 32 * u), acc[m]);
+    if (base + kStep < full) {
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        wv[u] = PIPE ? nv[u] : __ldcs(wr + base + kStep + lane + 32 * u);
+    }
   }
-  for (; i < k8; i += 32) {
-    const uint4 wv = __ldcs(wr + i);
+  for (int64_t i = full + lane; i < k8; i += 32) {
+    const uint4 v = __ldcs(wr + i);
 #pragma unroll
-    for (int m = 0; m < M; ++m) dot8_bf16(wv, __ldg(xr + m * k8 + i), acc[m]);
+    for (int m = 0; m < M; ++m) dot8_bf16(v, __ldg(xr + m * k8 + i), acc[m]);
   }
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
@@ -75,6 +81,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int m = 0; m < M; ++m) y[m * width + col] = from_float<TOut>(acc[m] + b);
   }
 }
+
+// The kernel shape: 8 warps per block, 4 loads in flight per lane, no software pipelining.
+// Measured on the H200 against 8/4 pipelined, 4/8 pipelined, 16/2 pipelined and 8/8 (BENCHMARKS.md,
+// "decode GEMV shapes"): all within a few percent of each other on the Llama-3-8B shapes.
+constexpr int kWarps = 8, kUnroll = 4;
+constexpr bool kPipelined = false;
 
 // Launches with programmatic stream serialization: the kernel may begin before the previous
 // kernel on the stream ends (it waits in pdl_wait() before reading what that kernel wrote).
@@ -94,25 +106,15 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, int threads, cudaStream_t 
   KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
-template <typename TOut>
-void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys,
-            int64_t m, cudaStream_t stream) {
-  const int64_t n = w.size(0), k = w.size(1);
-  const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps));
-  const bf16* xp = x.data<bf16>();
-  const bf16* wp = w.data<bf16>();
-  const TOut* bp = bias ? bias->data<TOut>() : nullptr;
-  OutSegments<TOut> yp{};
-  yp.count = static_cast<int>(ys.size());
-  yp.begin[0] = 0;
-  for (size_t s = 0; s < ys.size(); ++s) {
-    yp.y[s] = ys[s]->data<TOut>();
-    yp.begin[s + 1] = yp.begin[s] + ys[s]->size(-1);
-  }
+template <typename TOut, int WARPS, int UNROLL, bool PIPE>
+void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegments<TOut>& yp,
+                  int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n + WARPS - 1) / WARPS));
   switch (m) {
-#define KITE_GEMV_CASE(R) \
-  case R:                 \
-    launch_pdl(gemv_kernel<R, TOut>, grid, kWarps * 32, stream, xp, wp, bp, yp, n, k); \
+#define KITE_GEMV_CASE(R)                                                                     \
+  case R:                                                                                     \
+    launch_pdl(gemv_kernel<R, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32, stream, xp, wp, bp, \
+               yp, n, k);                                                                     \
     break;
     KITE_GEMV_CASE(1)
     KITE_GEMV_CASE(2)
@@ -127,6 +129,23 @@ void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tens
       throw std::invalid_argument("gemv: M must be in [1, 8]");
   }
   KITE_CUDA_CHECK_LAUNCH();
+}
+
+template <typename TOut>
+void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys,
+            int64_t m, cudaStream_t stream) {
+  const int64_t n = w.size(0), k = w.size(1);
+  const bf16* xp = x.data<bf16>();
+  const bf16* wp = w.data<bf16>();
+  const TOut* bp = bias ? bias->data<TOut>() : nullptr;
+  OutSegments<TOut> yp{};
+  yp.count = static_cast<int>(ys.size());
+  yp.begin[0] = 0;
+  for (size_t s = 0; s < ys.size(); ++s) {
+    yp.y[s] = ys[s]->data<TOut>();
+    yp.begin[s + 1] = yp.begin[s] + ys[s]->size(-1);
+  }
+  launch_shape<TOut, kWarps, kUnroll, kPipelined>(xp, wp, bp, yp, m, n, k, stream);
 }
 
 }  // namespace

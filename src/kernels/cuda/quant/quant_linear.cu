@@ -1,0 +1,1003 @@
+// Quantized linear kernels (see quant_linear.h for the formats, layouts and numerics).
+#include "kernels/cuda/quant/quant_linear.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/stream.h"
+
+namespace kite::cuda {
+namespace {
+
+constexpr const char* kOp = "quantized_linear";
+constexpr int64_t kChunk = 64;     // input channels per weight tile / scale step
+constexpr int64_t kRowAlign = 64;  // N_pad: a whole number of the widest block's rows
+
+enum Fmt : int { kW4 = 0, kFp8Ch = 1, kI8Ch = 2, kFp8Blk = 3 };
+
+int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Fmt fmt_of(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::kInt4Group:
+      return kW4;
+    case QuantFormat::kFp8PerChannel:
+      return kFp8Ch;
+    case QuantFormat::kInt8PerChannel:
+      return kI8Ch;
+    case QuantFormat::kFp8Block:
+      return kFp8Blk;
+  }
+  return kW4;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MMA wrappers (PTX ISA fragment layouts; g = lane / 4, t = lane % 4).
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_8bit(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_8bit(int (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t sub_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GEMM kernel. A block is WR x KW warps: WR warps on consecutive 16-row weight tiles, KW
+// warps splitting the 64-channel chunks between them (warp wk takes U consecutive chunks every
+// KW * U); NT token tiles of 8 (tokens blockIdx.y * NT * 8 ...). Partial sums of the KW warps
+// of a row tile are added through shared memory by the wk == 0 warp, which writes y.
+
+struct KParams {
+  const uint8_t* codes;
+  const float* wscale;
+  const uint8_t* zeros;    // W4
+  const void* x;           // BF16 (W4) or 8-bit codes (W8A8), [m, ldx]
+  const float* xscale;     // W8A8: [m, xcols]
+  const void* bias;
+  void* y;
+  int bias_bf16;
+  int m, n, n_pad;
+  int nchunks;             // K_pad / 64
+  int ldx;                 // x row stride, elements
+  int chunks_per_group;    // W4: group / 64; FP8 block: block_cols / 64
+  int block_rows;          // FP8 block
+  int scale_cols;          // FP8 block: weight scale columns = activation groups
+};
+
+template <int F, int NT, int WR, int KW, typename TOut>
+__global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
+  using Acc = std::conditional_t<F == kI8Ch, int, float>;
+  constexpr bool kW4F = F == kW4;
+  constexpr int U = NT <= 2 ? 4 : 2;  // chunks whose loads are in flight per warp
+  constexpr int WL = kW4F ? 1 : 2;                 // 16-byte weight loads per lane per chunk
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int wr = warp % WR, wk = warp / WR;
+  const int tile = blockIdx.x * WR + wr;  // 16-row weight tile
+  const int row_g = tile * 16 + g;        // this lane's A rows: row_g, row_g + 8
+  const int tok0 = blockIdx.y * (NT * 8);
+  const int64_t kpad = static_cast<int64_t>(p.nchunks) * kChunk;
+
+  Acc acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[j][i] = Acc(0);
+
+  for (int c0 = wk * U; c0 < p.nchunks; c0 += KW * U) {
+    // Issue every load of the U chunks (weights streamed past L1, activations through it)
+    // before the first use, so one memory latency covers them all.
+    uint4 wv[U][WL];
+    uint4 xv[U][NT][kW4F ? 2 : 1];
+    float ws[U][kW4F ? 2 : 1];     // W4: group scales of rows g, g + 8
+    uint32_t wz[U][kW4F ? 2 : 1];  // W4: group zeros
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u;
+      if (c < p.nchunks) {
+        if constexpr (kW4F) {
+          wv[u][0] = __ldcs(reinterpret_cast<const uint4*>(p.codes) +
+                            (static_cast<int64_t>(tile) * p.nchunks + c) * 32 + lane);
+          const int64_t so = static_cast<int64_t>(c / p.chunks_per_group) * p.n_pad + row_g;
+          ws[u][0] = __ldg(p.wscale + so);
+          ws[u][1] = __ldg(p.wscale + so + 8);
+          wz[u][0] = __ldg(p.zeros + so);
+          wz[u][1] = __ldg(p.zeros + so + 8);
+        } else {
+          const uint8_t* base = p.codes + static_cast<int64_t>(row_g) * kpad + c * kChunk + 16 * t;
+          wv[u][0] = __ldcs(reinterpret_cast<const uint4*>(base));
+          wv[u][1] = __ldcs(reinterpret_cast<const uint4*>(base + 8 * kpad));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int tok = tok0 + j * 8 + g;
+        if (c < p.nchunks && tok < p.m) {
+          if constexpr (kW4F) {
+            const uint4* xp = reinterpret_cast<const uint4*>(
+                static_cast<const bf16*>(p.x) + static_cast<int64_t>(tok) * p.ldx + c * kChunk +
+                16 * t);
+            xv[u][j][0] = __ldg(xp);
+            xv[u][j][1] = __ldg(xp + 1);
+          } else {
+            xv[u][j][0] = __ldg(reinterpret_cast<const uint4*>(
+                static_cast<const uint8_t*>(p.x) + static_cast<int64_t>(tok) * p.ldx +
+                c * kChunk + 16 * t));
+          }
+        } else {
+#pragma unroll
+          for (int h = 0; h < (kW4F ? 2 : 1); ++h) xv[u][j][h] = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u;
+      if (c >= p.nchunks) break;
+      if constexpr (kW4F) {
+        const float s0 = ws[u][0], s1 = ws[u][1];
+        const uint32_t z0 = (0x4300u | wz[u][0]) * 0x10001u;
+        const uint32_t z1 = (0x4300u | wz[u][1]) * 0x10001u;
+        float ct[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) ct[j][i] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const uint32_t q = word(wv[u][0], s);
+          uint32_t a[4];
+          // Pair p = nibbles p and p + 4 -> BF16x2 {128 + q_lo, 128 + q_hi}; minus 128 + zero.
+          a[0] = sub_bf16x2((q & 0x000F000Fu) | 0x43004300u, z0);
+          a[1] = sub_bf16x2(((q >> 4) & 0x000F000Fu) | 0x43004300u, z1);
+          a[2] = sub_bf16x2(((q >> 8) & 0x000F000Fu) | 0x43004300u, z0);
+          a[3] = sub_bf16x2(((q >> 12) & 0x000F000Fu) | 0x43004300u, z1);
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma_bf16(ct[j], a, word(xv[u][j][s >> 1], (s & 1) * 2),
+                     word(xv[u][j][s >> 1], (s & 1) * 2 + 1));
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          acc[j][0] = fmaf(ct[j][0], s0, acc[j][0]);
+          acc[j][1] = fmaf(ct[j][1], s0, acc[j][1]);
+          acc[j][2] = fmaf(ct[j][2], s1, acc[j][2]);
+          acc[j][3] = fmaf(ct[j][3], s1, acc[j][3]);
+        }
+      } else if constexpr (F == kFp8Blk) {
+        const int kb = c / p.chunks_per_group;
+        const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
+        const float sw0 = __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
+        const float sw1 = __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
+        float ct[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) ct[j][i] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint32_t a[4] = {word(wv[u][0], 2 * s), word(wv[u][1], 2 * s),
+                                 word(wv[u][0], 2 * s + 1), word(wv[u][1], 2 * s + 1)};
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma_8bit(ct[j], a, word(xv[u][j][0], 2 * s), word(xv[u][j][0], 2 * s + 1));
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const int ta = tok0 + j * 8 + 2 * t;
+          const float sx0 = ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
+          const float sx1 =
+              ta + 1 < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb) : 0.0f;
+          acc[j][0] = fmaf(ct[j][0], sw0 * sx0, acc[j][0]);
+          acc[j][1] = fmaf(ct[j][1], sw0 * sx1, acc[j][1]);
+          acc[j][2] = fmaf(ct[j][2], sw1 * sx0, acc[j][2]);
+          acc[j][3] = fmaf(ct[j][3], sw1 * sx1, acc[j][3]);
+        }
+      } else {  // per-channel FP8 / INT8: one accumulator over all of K, scales at the end
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint32_t a[4] = {word(wv[u][0], 2 * s), word(wv[u][1], 2 * s),
+                                 word(wv[u][0], 2 * s + 1), word(wv[u][1], 2 * s + 1)};
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma_8bit(acc[j], a, word(xv[u][j][0], 2 * s), word(xv[u][j][0], 2 * s + 1));
+        }
+      }
+    }
+  }
+
+  // Sum the KW partials of each row tile.
+  if constexpr (KW > 1) {
+    __shared__ Acc red[WR][NT * 4][32];
+#pragma unroll 1
+    for (int src = 1; src < KW; ++src) {
+      if (wk == src)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) red[wr][j * 4 + i][lane] = acc[j][i];
+      __syncthreads();
+      if (wk == 0)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[j][i] += red[wr][j * 4 + i][lane];
+      __syncthreads();
+    }
+  }
+  if (wk != 0) return;
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row_g + (i >= 2 ? 8 : 0);
+      const int tok = tok0 + j * 8 + 2 * t + (i & 1);
+      if (row >= p.n || tok >= p.m) continue;
+      float v = static_cast<float>(acc[j][i]);
+      if constexpr (F == kFp8Ch || F == kI8Ch) v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
+      if (p.bias)
+        v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
+                         : static_cast<const float*>(p.bias)[row];
+      static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
+    }
+}
+
+template <int F, int NT, int WR, int KW, typename TOut>
+void launch_cfg(const KParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.n_pad / (16 * WR)),
+                  static_cast<unsigned>(ceil_div(p.m, NT * 8)));
+  qmma_kernel<F, NT, WR, KW, TOut><<<grid, WR * KW * 32, 0, stream>>>(p);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+template <int F, typename TOut>
+void launch_decode(const KParams& p, cudaStream_t stream);
+// set_quant_decode_override (benchmarks and tests): path 0 automatic, 1 tensor core, 2 decode
+int g_dec_path = 0, g_dec_kw = 0, g_dec_u = 0;
+
+template <int F, typename TOut>
+void launch_fmt(const KParams& p, cudaStream_t stream) {
+  // M <= 8: the decode kernel for W4A16 and FP8 block (faster on the H200 at every measured
+  // shape); per-channel FP8/INT8 stay on the tensor-core kernel, which measured as fast or
+  // faster there at the large shapes (docs/quant_cuda_notes.md).
+  constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
+  if (p.m <= 8 && (g_dec_path == 2 || (g_dec_path == 0 && kDecodeDefault)))
+    launch_decode<F, TOut>(p, stream);
+  else if (p.m <= 8)
+    launch_cfg<F, 1, 1, 8, TOut>(p, stream);
+  else if (p.m <= 16)
+    launch_cfg<F, 2, 2, 4, TOut>(p, stream);
+  else if (p.m <= 32)
+    launch_cfg<F, 4, 2, 4, TOut>(p, stream);
+  else
+    launch_cfg<F, 8, 2, 4, TOut>(p, stream);
+}
+
+template <typename TOut>
+void launch_any(Fmt f, const KParams& p, cudaStream_t stream) {
+  switch (f) {
+    case kW4:
+      return launch_fmt<kW4, TOut>(p, stream);
+    case kFp8Ch:
+      return launch_fmt<kFp8Ch, TOut>(p, stream);
+    case kI8Ch:
+      return launch_fmt<kI8Ch, TOut>(p, stream);
+    case kFp8Blk:
+      return launch_fmt<kFp8Blk, TOut>(p, stream);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode kernel (M <= 8, one token tile): the weight streamed GEMV-style. A block is one 16-row
+// weight tile and KW warps (KW chosen at launch so that one wave of the grid fills every SM at
+// <= 64 registers per thread); warp wk takes a contiguous range of `cpw` 64-channel chunks, so
+// each warp streams one contiguous run of the tile's codes (W4: 512 bytes per chunk, one 16-byte
+// `ld.global.cs` per lane; W8: two 16-byte loads per lane, rows g and g + 8). The codes (and the
+// W4 group scales/zeros) of U chunks are in flight per warp in a ring: a slot is refilled with
+// chunk c + U right after chunk c is consumed, so the memory pipe never drains inside the loop.
+// Activations are not held across that latency: the next chunk's x is loaded (through L1) while
+// the current one is computed. The same tensor-core MMAs and fragment orders as qmma_kernel
+// (identical numerics, same device layouts); the KW partial sums are added in warp order
+// through shared memory (deterministic). Launched with programmatic dependent launch: the first
+// U chunks are requested before waiting for the kernel that wrote x.
+
+template <int F, int WL>
+__device__ __forceinline__ void dec_load_w(const KParams& p, int tile, int row_g, int lane,
+                                           int64_t kpad, int c, uint4 (&wv)[WL], float (&ws)[2],
+                                           uint32_t (&wz)[2]) {
+  if constexpr (F == kW4) {
+    wv[0] = __ldcs(reinterpret_cast<const uint4*>(p.codes) +
+                   (static_cast<int64_t>(tile) * p.nchunks + c) * 32 + lane);
+    const int64_t so = static_cast<int64_t>(c / p.chunks_per_group) * p.n_pad + row_g;
+    ws[0] = __ldg(p.wscale + so);
+    ws[1] = __ldg(p.wscale + so + 8);
+    wz[0] = __ldg(p.zeros + so);
+    wz[1] = __ldg(p.zeros + so + 8);
+  } else {
+    const int t = lane & 3;
+    const uint8_t* base = p.codes + static_cast<int64_t>(row_g) * kpad + c * kChunk + 16 * t;
+    wv[0] = __ldcs(reinterpret_cast<const uint4*>(base));
+    wv[1] = __ldcs(reinterpret_cast<const uint4*>(base + 8 * kpad));
+  }
+}
+
+template <int F, int XL>
+__device__ __forceinline__ void dec_load_x(const KParams& p, int g, int t, bool active, int c,
+                                           uint4 (&xv)[XL]) {
+  if (active) {
+    if constexpr (F == kW4) {
+      const uint4* xp = reinterpret_cast<const uint4*>(
+          static_cast<const bf16*>(p.x) + static_cast<int64_t>(g) * p.ldx + c * kChunk + 16 * t);
+      xv[0] = __ldg(xp);
+      xv[1] = __ldg(xp + 1);
+    } else {
+      xv[0] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) +
+                                                   static_cast<int64_t>(g) * p.ldx + c * kChunk +
+                                                   16 * t));
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < XL; ++h) xv[h] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int F, int U, typename TOut>
+__global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) {
+  using Acc = std::conditional_t<F == kI8Ch, int, float>;
+  constexpr bool kW4F = F == kW4;
+  constexpr int WL = kW4F ? 1 : 2;  // 16-byte code loads per lane per chunk
+  constexpr int XL = kW4F ? 2 : 1;  // 16-byte activation loads per lane per chunk
+  const int kw = blockDim.x >> 5;
+  const int wk = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int tile = blockIdx.x;
+  const int row_g = tile * 16 + g;
+  const int64_t kpad = static_cast<int64_t>(p.nchunks) * kChunk;
+  const int cb = wk * cpw;
+  const int ce = min(p.nchunks, cb + cpw);
+  const bool tok_ok = g < p.m;  // this lane's B-fragment token
+
+  uint4 wv[U][WL];
+  float ws[U][2];
+  uint32_t wz[U][2];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (cb + u < ce) dec_load_w<F, WL>(p, tile, row_g, lane, kpad, cb + u, wv[u], ws[u], wz[u]);
+  pdl_wait();  // x (and its scales) come from the previous kernel
+  pdl_trigger();
+
+  Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+  uint4 xc[XL];
+  dec_load_x<F, XL>(p, g, t, tok_ok && cb < ce, cb, xc);
+  for (int c0 = cb; c0 < ce; c0 += U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u;
+      if (c < ce) {
+        uint4 xn[XL];
+        dec_load_x<F, XL>(p, g, t, tok_ok && c + 1 < ce, c + 1, xn);
+        if constexpr (kW4F) {
+          const uint32_t z0 = (0x4300u | wz[u][0]) * 0x10001u;
+          const uint32_t z1 = (0x4300u | wz[u][1]) * 0x10001u;
+          float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            const uint32_t q = word(wv[u][0], s);
+            uint32_t a[4];
+            a[0] = sub_bf16x2((q & 0x000F000Fu) | 0x43004300u, z0);
+            a[1] = sub_bf16x2(((q >> 4) & 0x000F000Fu) | 0x43004300u, z1);
+            a[2] = sub_bf16x2(((q >> 8) & 0x000F000Fu) | 0x43004300u, z0);
+            a[3] = sub_bf16x2(((q >> 12) & 0x000F000Fu) | 0x43004300u, z1);
+            mma_bf16(ct, a, word(xc[s >> 1], (s & 1) * 2), word(xc[s >> 1], (s & 1) * 2 + 1));
+          }
+          acc[0] = fmaf(ct[0], ws[u][0], acc[0]);
+          acc[1] = fmaf(ct[1], ws[u][0], acc[1]);
+          acc[2] = fmaf(ct[2], ws[u][1], acc[2]);
+          acc[3] = fmaf(ct[3], ws[u][1], acc[3]);
+        } else if constexpr (F == kFp8Blk) {
+          const int kb = c / p.chunks_per_group;
+          const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
+          const float sw0 =
+              __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
+          const float sw1 =
+              __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
+          const int ta = 2 * t;
+          const float sx0 = ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
+          const float sx1 =
+              ta + 1 < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb) : 0.0f;
+          float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t a[4] = {word(wv[u][0], 2 * s), word(wv[u][1], 2 * s),
+                                   word(wv[u][0], 2 * s + 1), word(wv[u][1], 2 * s + 1)};
+            mma_8bit(ct, a, word(xc[0], 2 * s), word(xc[0], 2 * s + 1));
+          }
+          acc[0] = fmaf(ct[0], sw0 * sx0, acc[0]);
+          acc[1] = fmaf(ct[1], sw0 * sx1, acc[1]);
+          acc[2] = fmaf(ct[2], sw1 * sx0, acc[2]);
+          acc[3] = fmaf(ct[3], sw1 * sx1, acc[3]);
+        } else {
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t a[4] = {word(wv[u][0], 2 * s), word(wv[u][1], 2 * s),
+                                   word(wv[u][0], 2 * s + 1), word(wv[u][1], 2 * s + 1)};
+            mma_8bit(acc, a, word(xc[0], 2 * s), word(xc[0], 2 * s + 1));
+          }
+        }
+        if (c + U < ce) dec_load_w<F, WL>(p, tile, row_g, lane, kpad, c + U, wv[u], ws[u], wz[u]);
+#pragma unroll
+        for (int h = 0; h < XL; ++h) xc[h] = xn[h];
+      }
+    }
+  }
+
+  // Sum the KW partials in warp order; thread j of the block finishes accumulator slot j
+  // (fragment register j / 32 of lane j % 32).
+  extern __shared__ __align__(16) unsigned char dec_smem[];
+  Acc* red = reinterpret_cast<Acc*>(dec_smem);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) red[(wk * 4 + i) * 32 + lane] = acc[i];
+  __syncthreads();
+  for (int j = threadIdx.x; j < 128; j += blockDim.x) {
+    const int i = j >> 5, l = j & 31;
+    Acc sum = Acc(0);
+    for (int w = 0; w < kw; ++w) sum += red[(w * 4 + i) * 32 + l];
+    const int row = tile * 16 + (l >> 2) + (i >= 2 ? 8 : 0);
+    const int tok = 2 * (l & 3) + (i & 1);
+    if (row >= p.n || tok >= p.m) continue;
+    float v = static_cast<float>(sum);
+    if constexpr (F == kFp8Ch || F == kI8Ch) v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
+    if (p.bias)
+      v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
+                       : static_cast<const float*>(p.bias)[row];
+    static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
+  }
+}
+
+// Launch with programmatic stream serialization (the kernel may start before the previous one
+// on the stream ends; it waits in pdl_wait() before reading x). KITE_CUDA_NO_PDL turns it off.
+template <typename... Params, typename... Args>
+void launch_pdl_smem(void (*kernel)(Params...), dim3 grid, int threads, size_t smem,
+                     cudaStream_t stream, Args... args) {
+  static const bool off = std::getenv("KITE_CUDA_NO_PDL") != nullptr;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = off ? 0 : 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+constexpr int kDecMaxWarps = 16;
+
+// Warps per tile: the most (at most 16, at least U chunks each) that keep the whole grid in one
+// wave at 64 registers per thread (floor(32 / KW) blocks per SM).
+int decode_warps(const KParams& p, int u) {
+  const int sms = device_properties().multiProcessorCount;
+  const int tiles = p.n_pad / 16;
+  int kw = kDecMaxWarps;
+  while (kw > 1 && (static_cast<int64_t>(tiles) > static_cast<int64_t>(sms) * (32 / kw) ||
+                    p.nchunks < kw * u))
+    --kw;
+  return kw;
+}
+
+template <int F, typename TOut>
+void launch_decode(const KParams& p, cudaStream_t stream) {
+  // FP8 block at U = 4 spills (its per-chunk scale loads); the others fit 64 registers.
+  const int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk ? 2 : 4);
+  const int kw = g_dec_kw > 0 ? std::min(g_dec_kw, kDecMaxWarps) : decode_warps(p, u);
+  const int cpw = static_cast<int>(ceil_div(p.nchunks, kw));
+  const dim3 grid(static_cast<unsigned>(p.n_pad / 16));
+  const size_t smem = static_cast<size_t>(kw) * 128 * 4;
+  if (u == 2)
+    launch_pdl_smem(qdec_kernel<F, 2, TOut>, grid, kw * 32, smem, stream, p, cpw);
+  else
+    launch_pdl_smem(qdec_kernel<F, 4, TOut>, grid, kw * 32, smem, stream, p, cpw);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation preparation.
+
+// W4A16: xp[r, j] = bf16(x[r, perm[j]] * input_scale[perm[j]]) for j < K, 0 up to ldq.
+__global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq,
+                               const int32_t* __restrict__ perm, const float* __restrict__ is,
+                               bf16* __restrict__ xp) {
+  const int64_t r = blockIdx.y;
+  for (int64_t j = blockIdx.x * blockDim.x + threadIdx.x; j < ldq; j += gridDim.x * blockDim.x) {
+    float v = 0.0f;
+    if (j < k) {
+      const int64_t src = perm ? perm[j] : j;
+      v = __bfloat162float(x[r * k + src]);
+      if (is) v = __fmul_rn(v, is[src]);
+    }
+    xp[r * ldq + j] = __float2bfloat16_rn(v);
+  }
+}
+
+template <bool kInt8>
+__device__ __forceinline__ uint8_t encode8(float v) {
+  if constexpr (kInt8) {
+    const int q = max(-127, min(127, __float2int_rn(v)));
+    return static_cast<uint8_t>(static_cast<int8_t>(q));
+  } else {
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  }
+}
+
+// Per-token (row) dynamic quantization, as fake_quantize_{fp8,int8}_rows: scale = amax / qmax
+// (1 for an all-zero row), code = encode(v / scale) (IEEE division, round to nearest even).
+// One block of 1024 threads per row; 16-byte loads when K % 8 == 0 (the second pass reads the
+// row again from L1).
+template <bool kInt8, bool kVec>
+__global__ void __launch_bounds__(1024)
+    act_quant_token_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq,
+                           const float* __restrict__ is, uint8_t* __restrict__ q,
+                           float* __restrict__ sx) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const bf16* xr = x + r * k;
+  float amax = 0.0f;
+  if constexpr (kVec) {
+    for (int64_t i = threadIdx.x * 8; i < k; i += blockDim.x * 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + i));
+      const bf16* e = reinterpret_cast<const bf16*>(&v);
+#pragma unroll
+      for (int h = 0; h < 8; ++h) {
+        float f = __bfloat162float(e[h]);
+        if (is) f = __fmul_rn(f, is[i + h]);
+        amax = fmaxf(amax, fabsf(f));
+      }
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
+      float v = __bfloat162float(xr[i]);
+      if (is) v = __fmul_rn(v, is[i]);
+      amax = fmaxf(amax, fabsf(v));
+    }
+  }
+  amax = block_max(amax, scratch);
+  const float s = amax > 0.0f ? __fdiv_rn(amax, kInt8 ? 127.0f : 448.0f) : 1.0f;
+  if constexpr (kVec) {  // k % 8 == 0 and ldq % 64 == 0: 8 codes (one 8-byte store) per step
+    for (int64_t i = threadIdx.x * 8; i < ldq; i += blockDim.x * 8) {
+      uint8_t c[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (i < k) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + i));
+        const bf16* e = reinterpret_cast<const bf16*>(&v);
+#pragma unroll
+        for (int h = 0; h < 8; ++h) {
+          float f = __bfloat162float(e[h]);
+          if (is) f = __fmul_rn(f, is[i + h]);
+          c[h] = encode8<kInt8>(__fdiv_rn(f, s));
+        }
+      }
+      uint2 packed;
+      memcpy(&packed, c, 8);
+      *reinterpret_cast<uint2*>(q + r * ldq + i) = packed;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < ldq; i += blockDim.x) {
+      uint8_t c = 0;
+      if (i < k) {
+        float v = __bfloat162float(xr[i]);
+        if (is) v = __fmul_rn(v, is[i]);
+        c = encode8<kInt8>(__fdiv_rn(v, s));
+      }
+      q[r * ldq + i] = c;
+    }
+  }
+  if (threadIdx.x == 0) sx[r] = s;
+}
+
+// Per token per group of `group` channels (FP8 block): one warp per group.
+__global__ void __launch_bounds__(256)
+    act_quant_group_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq, int64_t group,
+                           int64_t groups, const float* __restrict__ is, uint8_t* __restrict__ q,
+                           float* __restrict__ sx) {
+  const int64_t r = blockIdx.y;
+  const int64_t gi = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (gi >= groups) return;
+  const bf16* xr = x + r * k;
+  const int64_t c0 = gi * group, c1 = min(k, c0 + group);
+  float amax = 0.0f;
+  for (int64_t i = c0 + lane; i < c1; i += 32) {
+    float v = __bfloat162float(xr[i]);
+    if (is) v = __fmul_rn(v, is[i]);
+    amax = fmaxf(amax, fabsf(v));
+  }
+  amax = warp_max(amax);
+  const float s = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+  const int64_t end = gi == groups - 1 ? ldq : c1;  // the last group also zeroes the padding
+  for (int64_t i = c0 + lane; i < end; i += 32) {
+    uint8_t c = 0;
+    if (i < k) {
+      float v = __bfloat162float(xr[i]);
+      if (is) v = __fmul_rn(v, is[i]);
+      c = encode8<false>(__fdiv_rn(v, s));
+    }
+    q[r * ldq + i] = c;
+  }
+  if (lane == 0) sx[r * groups + gi] = s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dummy weights.
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// mode 0: any byte; 1: FP8 E4M3 without NaN; 2: INT8 in [-127, 127]; 3: 0..15
+__global__ void random_bytes_kernel(uint8_t* p, int64_t n, uint64_t seed, int mode) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t h = mix64(seed ^ mix64(static_cast<uint64_t>(i)));
+    uint8_t b = static_cast<uint8_t>(h);
+    if (mode == 1 && (b & 0x7F) == 0x7F) b &= 0xFE;
+    if (mode == 2) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(h % 255) - 127));
+    if (mode == 3) b &= 0x0F;
+    p[i] = b;
+  }
+}
+
+__global__ void random_floats_kernel(float* p, int64_t n, uint64_t seed, float lo, float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t h = mix64(seed ^ mix64(static_cast<uint64_t>(i) + 0x1234567ull));
+    p[i] = lo + (hi - lo) * static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+  }
+}
+
+unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::min<int64_t>(ceil_div(std::max<int64_t>(n, 1), 256), 4096));
+}
+
+Tensor upload_bytes(const std::vector<uint8_t>& host, const Shape& shape, DType dtype,
+                    cudaStream_t stream) {
+  Tensor t = device_empty(shape, dtype);
+  if (!host.empty())
+    KITE_CUDA_CHECK(cudaMemcpyAsync(t.raw(), host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+  return t;
+}
+
+Tensor upload_floats(const std::vector<float>& host, const Shape& shape, cudaStream_t stream) {
+  Tensor t = device_empty(shape, DType::kF32);
+  if (!host.empty())
+    KITE_CUDA_CHECK(cudaMemcpyAsync(t.raw(), host.data(), host.size() * 4, cudaMemcpyHostToDevice,
+                                    stream));
+  return t;
+}
+
+// The INT4 tile layout: byte offset of lane (g, t)'s word s within its 512-byte tile, and the
+// (row, channel) of nibble `nib` of that word.
+void w4_nibble_source(int lane, int s, int nib, int& row, int& ch) {
+  const int g = lane >> 2, t = lane & 3;
+  const int pair = nib & 3, hi = nib >> 2;  // pair p = nibbles p (low element) and p + 4
+  row = g + ((pair & 1) ? 8 : 0);
+  ch = 16 * t + 4 * s + ((pair & 2) ? 2 : 0) + hi;
+}
+
+}  // namespace
+
+void set_quant_decode_override(int path, int kw, int u) {
+  g_dec_path = path;
+  g_dec_kw = kw;
+  g_dec_u = u;
+}
+
+int64_t DeviceQuantizedWeight::storage_bytes() const {
+  int64_t b = 0;
+  for (const Tensor* t : {&codes, &scales, &zeros})
+    if (t->defined()) b += static_cast<int64_t>(t->size_bytes());
+  return b;
+}
+
+DeviceQuantizedWeight upload_quantized(const QuantizedWeight& w, cudaStream_t stream) {
+  const Status st = w.validate();
+  if (!st.ok()) throw std::invalid_argument(std::string("upload_quantized: ") + st.message());
+  DeviceQuantizedWeight d;
+  d.format = w.format;
+  const int64_t n = w.out_features, k = w.in_features;
+  d.out_features = n;
+  d.in_features = k;
+  d.padded_out = round_up(std::max<int64_t>(n, 1), kRowAlign);
+  d.padded_in = round_up(std::max<int64_t>(k, 1), kChunk);
+  d.block_rows = w.block_rows;
+  d.block_cols = w.block_cols;
+  const int64_t np = d.padded_out, kp = d.padded_in;
+  // Host staging buffers must outlive the async copies: synchronize before returning.
+  std::vector<uint8_t> codes, zeros;
+  std::vector<float> scales, iscale;
+  std::vector<int32_t> perm;
+  switch (w.format) {
+    case QuantFormat::kInt4Group: {
+      const int64_t groups = w.num_groups();
+      const int64_t gs = w.group_size;
+      if (!(gs % kChunk == 0 || groups == 1))
+        throw std::invalid_argument("upload_quantized: int4 group_size " + std::to_string(gs) +
+                                    " is not a multiple of 64");
+      d.group_size = groups == 1 ? std::max<int64_t>(gs, kp) : gs;
+      d.groups = groups;
+      // Channel order: sorted by group (act order), else identity.
+      std::vector<int32_t> order(static_cast<size_t>(k));
+      std::iota(order.begin(), order.end(), 0);
+      if (w.g_idx.defined()) {
+        const int32_t* gi = w.g_idx.data<int32_t>();
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return gi[a] < gi[b]; });
+        for (int64_t j = 0; j < k; ++j)
+          if (gi[order[j]] != (groups == 1 ? 0 : j / gs))
+            throw std::invalid_argument(
+                "upload_quantized: g_idx groups are not group_size channels each");
+        perm = order;
+      }
+      const uint8_t* src = w.codes.data<uint8_t>();
+      const int64_t kb = (k + 1) / 2;
+      auto code = [&](int64_t r, int64_t ch) -> uint8_t {
+        if (r >= n || ch >= k) return 0;
+        const int64_t o = order[ch];
+        return (src[r * kb + o / 2] >> (4 * (o & 1))) & 0xF;
+      };
+      codes.assign(static_cast<size_t>(np * kp / 2), 0);
+      const int64_t nchunks = kp / kChunk;
+      for (int64_t tile = 0; tile < np / 16; ++tile)
+        for (int64_t c = 0; c < nchunks; ++c) {
+          uint8_t* dst = codes.data() + (tile * nchunks + c) * 512;
+          for (int lane = 0; lane < 32; ++lane)
+            for (int s = 0; s < 4; ++s) {
+              uint32_t wd = 0;
+              for (int nib = 0; nib < 8; ++nib) {
+                int row, ch;
+                w4_nibble_source(lane, s, nib, row, ch);
+                wd |= static_cast<uint32_t>(code(tile * 16 + row, c * kChunk + ch)) << (4 * nib);
+              }
+              std::memcpy(dst + lane * 16 + s * 4, &wd, 4);
+            }
+        }
+      scales.assign(static_cast<size_t>(groups * np), 0.0f);
+      zeros.assign(static_cast<size_t>(groups * np), 0);
+      const float* sc = w.scales.data<float>();
+      const uint8_t* zs = w.zeros.data<uint8_t>();
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t gi = 0; gi < groups; ++gi) {
+          scales[gi * np + r] = sc[r * groups + gi];
+          zeros[gi * np + r] = zs[r * groups + gi];
+        }
+      d.codes = upload_bytes(codes, {np / 16, nchunks, 32, 16}, DType::kU8, stream);
+      d.scales = upload_floats(scales, {groups, np}, stream);
+      d.zeros = upload_bytes(zeros, {groups, np}, DType::kU8, stream);
+      if (!perm.empty()) {
+        d.perm = device_empty({k}, DType::kI32);
+        KITE_CUDA_CHECK(cudaMemcpyAsync(d.perm.raw(), perm.data(), perm.size() * 4,
+                                        cudaMemcpyHostToDevice, stream));
+      }
+      break;
+    }
+    case QuantFormat::kFp8PerChannel:
+    case QuantFormat::kInt8PerChannel:
+    case QuantFormat::kFp8Block: {
+      if (w.format == QuantFormat::kFp8Block && (w.block_cols % kChunk != 0 || w.block_rows <= 0))
+        throw std::invalid_argument("upload_quantized: fp8 block_cols must be a multiple of 64");
+      codes.assign(static_cast<size_t>(np * kp), 0);
+      const uint8_t* src = static_cast<const uint8_t*>(w.codes.raw());
+      for (int64_t r = 0; r < n; ++r) std::memcpy(codes.data() + r * kp, src + r * k, k);
+      d.codes = upload_bytes(codes, {np, kp},
+                             w.format == QuantFormat::kInt8PerChannel ? DType::kI8 : DType::kF8E4M3,
+                             stream);
+      if (w.format == QuantFormat::kFp8Block) {
+        scales.assign(w.scales.data<float>(), w.scales.data<float>() + w.scales.numel());
+        d.scales = upload_floats(scales, w.scales.shape(), stream);
+      } else {
+        scales.assign(static_cast<size_t>(np), 0.0f);
+        std::memcpy(scales.data(), w.scales.data<float>(), n * 4);
+        d.scales = upload_floats(scales, {np}, stream);
+      }
+      break;
+    }
+  }
+  if (w.input_scale.defined()) {
+    iscale.assign(w.input_scale.data<float>(), w.input_scale.data<float>() + k);
+    d.input_scale = upload_floats(iscale, {k}, stream);
+  }
+  KITE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return d;
+}
+
+DeviceQuantizedWeight dummy_quantized(QuantFormat format, int64_t n, int64_t k, uint64_t seed,
+                                      cudaStream_t stream) {
+  DeviceQuantizedWeight d;
+  d.format = format;
+  d.out_features = n;
+  d.in_features = k;
+  d.padded_out = round_up(std::max<int64_t>(n, 1), kRowAlign);
+  d.padded_in = round_up(std::max<int64_t>(k, 1), kChunk);
+  const int64_t np = d.padded_out, kp = d.padded_in;
+  auto bytes = [&](Tensor& t, int mode, uint64_t salt) {
+    random_bytes_kernel<<<grid_for(t.numel()), 256, 0, stream>>>(t.data<uint8_t>(), t.numel(),
+                                                                 seed * 0x100000001B3ull + salt, mode);
+    KITE_CUDA_CHECK_LAUNCH();
+  };
+  auto floats = [&](Tensor& t, float lo, float hi, uint64_t salt) {
+    random_floats_kernel<<<grid_for(t.numel()), 256, 0, stream>>>(
+        t.data<float>(), t.numel(), seed * 0x100000001B3ull + salt, lo, hi);
+    KITE_CUDA_CHECK_LAUNCH();
+  };
+  switch (format) {
+    case QuantFormat::kInt4Group: {
+      d.group_size = 128;
+      d.groups = ceil_div(k, 128);
+      d.codes = device_empty({np / 16, kp / kChunk, 32, 16}, DType::kU8);
+      d.scales = device_empty({d.groups, np}, DType::kF32);
+      d.zeros = device_empty({d.groups, np}, DType::kU8);
+      bytes(d.codes, 0, 1);
+      floats(d.scales, 0.001f, 0.004f, 2);  // a group's range 15 * s ~ 0.015..0.06
+      bytes(d.zeros, 3, 3);
+      break;
+    }
+    case QuantFormat::kFp8PerChannel:
+    case QuantFormat::kInt8PerChannel: {
+      const bool i8 = format == QuantFormat::kInt8PerChannel;
+      d.codes = device_empty({np, kp}, i8 ? DType::kI8 : DType::kF8E4M3);
+      d.scales = device_empty({np}, DType::kF32);
+      bytes(d.codes, i8 ? 2 : 1, 1);
+      floats(d.scales, i8 ? 1e-4f : 1e-4f, i8 ? 4e-4f : 3e-4f, 2);
+      break;
+    }
+    case QuantFormat::kFp8Block: {
+      d.codes = device_empty({np, kp}, DType::kF8E4M3);
+      d.scales = device_empty({ceil_div(n, 128), ceil_div(k, 128)}, DType::kF32);
+      bytes(d.codes, 1, 1);
+      floats(d.scales, 1e-4f, 3e-4f, 2);
+      break;
+    }
+  }
+  return d;
+}
+
+size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
+  const size_t kp = static_cast<size_t>(w.padded_in), mm = static_cast<size_t>(std::max<int64_t>(m, 0));
+  if (w.format == QuantFormat::kInt4Group) return mm * kp * 2;
+  const size_t groups =
+      w.format == QuantFormat::kFp8Block ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols)) : 1;
+  return static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
+}
+
+void quantized_linear(BlasLtContext& /*blas*/, const Tensor& x, const DeviceQuantizedWeight& w,
+                      const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream) {
+  check_device(x, DType::kBF16, kOp, "x");
+  check_device_float(y, kOp, "y");
+  const int64_t n = w.out_features, k = w.in_features;
+  KITE_CUDA_OP_CHECK(k > 0 && x.size(-1) == k, kOp, "x's last dim must be in_features");
+  const int64_t m = x.numel() / k;
+  KITE_CUDA_OP_CHECK(y.size(-1) == n && y.numel() == m * n, kOp, "y must be [M, out_features]");
+  KITE_CUDA_OP_CHECK(!bytes_overlap(x, y), kOp, "y must not alias x");
+  KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kOp, "x must be 16-byte aligned");
+  if (bias) {
+    check_device_float(*bias, kOp, "bias");
+    KITE_CUDA_OP_CHECK(bias->numel() == n, kOp, "bias must have out_features values");
+  }
+  KITE_CUDA_OP_CHECK(m <= 65535 && n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
+                     "M above 65535 (grid.y) or a dimension over 2^30");
+  if (m == 0 || n == 0) return;
+  const size_t need = quantized_linear_workspace_bytes(w, m);
+  KITE_CUDA_OP_CHECK(workspace_bytes >= need && (need == 0 || workspace), kOp,
+                     "workspace of " + std::to_string(workspace_bytes) + " bytes, needs " +
+                         std::to_string(need));
+  const Fmt f = fmt_of(w.format);
+  const int64_t kp = w.padded_in;
+  KParams p{};
+  p.codes = static_cast<const uint8_t*>(w.codes.raw());
+  p.wscale = w.scales.data<float>();
+  p.zeros = w.zeros.defined() ? w.zeros.data<uint8_t>() : nullptr;
+  p.bias = bias ? bias->raw() : nullptr;
+  p.bias_bf16 = bias && bias->dtype() == DType::kBF16;
+  p.y = y.raw();
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.n_pad = static_cast<int>(w.padded_out);
+  p.nchunks = static_cast<int>(kp / kChunk);
+  p.block_rows = static_cast<int>(w.block_rows);
+  const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
+  const bf16* xb = x.data<bf16>();
+  auto* ws = static_cast<uint8_t*>(workspace);
+  if (f == kW4) {
+    p.chunks_per_group = static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
+    if (!w.perm.defined() && !is && k % kChunk == 0) {
+      p.x = xb;
+      p.ldx = static_cast<int>(k);
+    } else {
+      auto* xp = reinterpret_cast<bf16*>(ws);
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(kp, 256), 64)),
+                      static_cast<unsigned>(m));
+      w4_prep_kernel<<<grid, 256, 0, stream>>>(
+          xb, k, kp, w.perm.defined() ? w.perm.data<int32_t>() : nullptr, is, xp);
+      KITE_CUDA_CHECK_LAUNCH();
+      p.x = xp;
+      p.ldx = static_cast<int>(kp);
+    }
+  } else {
+    uint8_t* q = ws;
+    auto* sx = reinterpret_cast<float*>(ws + round_up(m * kp, 256));
+    p.x = q;
+    p.ldx = static_cast<int>(kp);
+    p.xscale = sx;
+    if (f == kFp8Blk) {
+      const int64_t groups = ceil_div(k, w.block_cols);
+      p.chunks_per_group = static_cast<int>(w.block_cols / kChunk);
+      p.scale_cols = static_cast<int>(groups);
+      const dim3 grid(static_cast<unsigned>(ceil_div(groups, 8)), static_cast<unsigned>(m));
+      act_quant_group_kernel<<<grid, 256, 0, stream>>>(xb, k, kp, w.block_cols, groups, is, q, sx);
+    } else {
+      const bool vec = k % 8 == 0;
+      const unsigned threads = static_cast<unsigned>(
+          std::clamp<int64_t>(round_up(ceil_div(k, vec ? 8 : 1), 32), 32, 1024));
+      const unsigned rows = static_cast<unsigned>(m);
+      if (f == kI8Ch && vec)
+        act_quant_token_kernel<true, true><<<rows, threads, 0, stream>>>(xb, k, kp, is, q, sx);
+      else if (f == kI8Ch)
+        act_quant_token_kernel<true, false><<<rows, threads, 0, stream>>>(xb, k, kp, is, q, sx);
+      else if (vec)
+        act_quant_token_kernel<false, true><<<rows, threads, 0, stream>>>(xb, k, kp, is, q, sx);
+      else
+        act_quant_token_kernel<false, false><<<rows, threads, 0, stream>>>(xb, k, kp, is, q, sx);
+    }
+    KITE_CUDA_CHECK_LAUNCH();
+  }
+  if (y.dtype() == DType::kF32)
+    launch_any<float>(f, p, stream);
+  else
+    launch_any<bf16>(f, p, stream);
+}
+
+}  // namespace kite::cuda

@@ -1,0 +1,113 @@
+// Quantized linear layers on the GPU (issue 7): y[M, N] = act(x · diag(input_scale)) · W^T
+// (+ bias) for the four QuantizedWeight formats, numerically the op ops::quantized_linear
+// (kernels/quant_ops.h) computes on the CPU.
+//
+// One tensor-core kernel family serves every M (decode and prefill): the weight is the MMA's
+// A operand (16 output features per tile), the tokens its B operand (8 per tile; "swap AB", so a
+// decode step wastes 7 of 8 token columns rather than 15 of 16), K is split over the warps of a
+// block and reduced through shared memory; no atomics, deterministic.
+//   kInt4Group      W4A16: mma.sync m16n8k16 BF16; the 4-bit codes are turned into exact
+//                   BF16 integers (q - zero) in registers (magic-exponent trick), the group scale
+//                   is applied in fp32 to each 64-channel chunk's partial sum, so the only
+//                   rounding beyond fp32 summation is x itself in BF16.
+//   kFp8PerChannel  W8A8: x quantized per token to FP8 E4M3 (amax / 448, the reference's exact
+//                   rounding), mma.sync m16n8k32 E4M3 x E4M3 -> fp32, row x column scales after.
+//   kInt8PerChannel W8A8: x quantized per token to INT8 (amax / 127, round half even),
+//                   mma.sync m16n8k32 S8 x S8 -> S32 (exact), row x column scales after.
+//   kFp8Block       W8A8 with DeepSeek-V3 128x128 weight blocks and 1x128 activation groups:
+//                   the m16n8k32 E4M3 kernel, fp32 partial sums scaled per 64-channel chunk by
+//                   weight-block scale x activation-group scale.
+// Decode (M <= 8, kInt4Group and kFp8Block by default): qdec_kernel streams the same layouts
+// GEMV-style: one 16-row tile per block, K split over up to 16 warps (one wave of the grid), each
+// warp a contiguous run of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a
+// register ring, same MMAs and fragment orders (identical numerics), programmatic dependent
+// launch. Per-channel FP8/INT8 stay on the tensor-core kernel (measured as fast there).
+// Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its weight rows,
+// so a large prefill (M in the thousands) reads the weight M/64 times (from L2 mostly): correct,
+// not yet the fastest path there (cuBLASLt FP8/INT8 GEMMs are the planned large-M route).
+//
+// Device layouts (DeviceQuantizedWeight), N_pad = round_up(N, 64), K_pad = round_up(K, 64):
+//   kInt4Group      codes U8 [N_pad/16, K_pad/64, 32 lanes, 16 bytes]: each 16-row x 64-channel
+//                   tile is 512 bytes, lane (g = lane/4, t = lane%4) holding its MMA fragments
+//                   (rows g and g+8, channels 16t..16t+15 of the chunk) so a warp loads a tile
+//                   with one coalesced 16-byte load per lane. scales F32 [groups, N_pad],
+//                   zeros U8 [groups, N_pad]. GPTQ act-order (g_idx) is resolved at upload: the
+//                   input channels are sorted by group (`perm`, I32 [K]: packed channel j reads
+//                   x column perm[j]) and x is gathered through perm before the kernel.
+//   kFp8PerChannel  codes F8_E4M3 [N_pad, K_pad] row-major (zero padded), scales F32 [N_pad].
+//   kInt8PerChannel codes I8 [N_pad, K_pad], scales F32 [N_pad].
+//   kFp8Block       codes F8_E4M3 [N_pad, K_pad], scales F32 [ceil(N/br), ceil(K/bc)] as in
+//                   the checkpoint (br, bc multiples of 64).
+// Inside a 16/32-channel MMA step the channels are assigned to fragment slots in a permuted
+// order, the same for both operands, which leaves the dot product unchanged and lets each lane
+// read its activation slice with 16-byte loads.
+//
+// Activation scratch (quantized x and its scales, or the gathered/scaled BF16 x of W4A16) lives
+// in a caller-provided device workspace of quantized_linear_workspace_bytes() bytes: no
+// allocation and no host synchronisation per call, so quantized_linear() can be captured in a
+// CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/cuda/gemm/blaslt.h"
+#include "quant/quantized_weight.h"
+
+namespace kite::cuda {
+
+struct DeviceQuantizedWeight {
+  QuantFormat format = QuantFormat::kInt4Group;
+  int64_t out_features = 0;  // N
+  int64_t in_features = 0;   // K
+  int64_t padded_out = 0;    // N_pad
+  int64_t padded_in = 0;     // K_pad
+  int64_t group_size = 0;    // kInt4Group: channels per group (a multiple of 64, or >= K)
+  int64_t groups = 0;        // kInt4Group: scale rows
+  int64_t block_rows = 128;  // kFp8Block
+  int64_t block_cols = 128;  // kFp8Block
+  Tensor codes;        // device, layout above
+  Tensor scales;       // device F32
+  Tensor zeros;        // device U8, kInt4Group only
+  Tensor perm;         // device I32 [K], kInt4Group act-order only
+  Tensor input_scale;  // device F32 [K], optional
+
+  // Device bytes of codes, scales and zeros (what a GEMV streams).
+  int64_t storage_bytes() const;
+};
+
+// Host QuantizedWeight -> device (validates it, repacks INT4, resolves act order). Waits for
+// the copies, so `w` may be freed on return. Throws std::invalid_argument for geometry the
+// kernels do not take (INT4 groups not a multiple of 64 channels; a g_idx whose groups are not
+// group_size channels each once sorted; FP8 blocks not multiples of 64).
+DeviceQuantizedWeight upload_quantized(const QuantizedWeight& w, cudaStream_t stream);
+
+// A weight of the given format and shape with random codes and plausible scales, generated on
+// the GPU (benchmarks and `--load-format dummy`: no host quantization). kInt4Group uses groups
+// of 128 with zeros; kFp8Block 128x128 blocks. Deterministic in `seed`.
+DeviceQuantizedWeight dummy_quantized(QuantFormat format, int64_t out_features,
+                                      int64_t in_features, uint64_t seed, cudaStream_t stream);
+
+// Device workspace bytes quantized_linear() needs for `m` rows of x (0 when none).
+size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m);
+
+// y[M, N] = act(x · diag(input_scale)) · W^T (+ bias). x BF16 [.., K] on the device (16-byte
+// aligned); y BF16 or F32 [.., N]; bias (optional) F32 or BF16 [N]. `workspace` holds at least
+// quantized_linear_workspace_bytes(w, M) bytes (256-byte aligned), used only by work queued on
+// `stream`. `blas` is reserved for the large-M cuBLASLt route (unused today). Throws
+// std::invalid_argument on a shape/dtype mismatch or a short workspace. Capturable in a graph.
+void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
+                      const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream);
+
+// Benchmark/test hook, not for serving (not thread-safe): path 0 = automatic (M <= 8 takes the
+// decode kernel for kInt4Group and kFp8Block, the tensor-core kernel for the per-channel
+// formats), 1 = M <= 8 always on the tensor-core kernel, 2 = always on the decode kernel; kw > 0
+// forces the decode kernel's warps per 16-row tile (at most 16), u = 2 or 4 its chunks in flight
+// per warp (0: 4, FP8 block 2).
+void set_quant_decode_override(int path, int kw = 0, int u = 0);
+
+}  // namespace kite::cuda

@@ -1,0 +1,402 @@
+// The CUDA quantized linear (kernels/cuda/quant/quant_linear.h) against the CPU reference
+// ops::quantized_linear, for every format, over M in {1, 3, 8, 9, 64, 130} (each kernel
+// configuration and the token-tile grid), K a multiple of 64 or not (the padded path), bias
+// on/off, F32 and BF16 output, input_scale, and GPTQ act order (g_idx).
+//
+// The reference sees exactly the GPU's inputs: x is drawn, rounded to BF16, and the rounded
+// values are what the CPU op gets. Tolerances (relative L2 error over the output):
+//   * W8A8 (FP8/INT8 per channel, FP8 block): both sides quantize the activations with the
+//     same IEEE operations (x * input_scale, amax, amax / qmax, v / scale, round to nearest
+//     even), so the codes are bit-identical and the products of decoded values are exact; what
+//     differs is fp32 summation order and where the scales are multiplied in: ~1e-6. Bound
+//     1e-4 for F32 output (INT8 accumulates exactly in int32).
+//   * W4A16 without input_scale: (q - zero) is an exact BF16 integer, x is BF16, so every
+//     product is exact in the tensor core's fp32 accumulation and the group scale is applied in
+//     fp32: again only summation order. Bound 1e-4 for F32 output.
+//   * W4A16 with input_scale (or act order with input_scale): the kernel takes BF16 activations,
+//     so x * input_scale is rounded to BF16 (2^-9 relative per element, ~1e-3 on the output);
+//     bound 5e-3.
+//   * BF16 output adds one rounding (2^-9 relative per element): bound 5e-3.
+// NaN never passes: y is poisoned with NaN first and rel_error is infinite on any non-finite.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/quant/quant_linear.h"
+#include "kernels/quant_ops.h"
+#include "quant/quantized_weight.h"
+
+namespace kite::cuda {
+namespace {
+
+using namespace testing;
+
+BlasLtContext& blas() {
+  static BlasLtContext* ctx = new BlasLtContext();
+  return *ctx;
+}
+
+// Makes `q` (int4, no g_idx) an act-order weight computing the same thing: original channel
+// perm[j] takes the codes of column j, and g_idx[perm[j]] = j / group_size.
+QuantizedWeight with_act_order(const QuantizedWeight& q, std::mt19937& rng) {
+  const int64_t n = q.out_features, k = q.in_features, kb = (k + 1) / 2;
+  std::vector<int32_t> perm(static_cast<size_t>(k));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  QuantizedWeight a = q;
+  a.codes = Tensor::zeros({n, kb}, DType::kU8);
+  a.g_idx = Tensor::empty({k}, DType::kI32);
+  const uint8_t* src = q.codes.data<uint8_t>();
+  uint8_t* dst = a.codes.data<uint8_t>();
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t o = perm[j];
+    a.g_idx.data<int32_t>()[o] = static_cast<int32_t>(j / q.group_size);
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t v = (src[r * kb + j / 2] >> (4 * (j & 1))) & 0xF;
+      dst[r * kb + o / 2] |= static_cast<uint8_t>(v << (4 * (o & 1)));
+    }
+  }
+  return a;
+}
+
+struct Case {
+  QuantFormat format;
+  int64_t m, n, k;
+  bool bias, input_scale, act_order;
+  DType out;
+  int dec_kw = 0, dec_u = 0;  // set_quant_decode_override for M <= 8 (0: automatic)
+  int dec_path = 0;           // 1: M <= 8 on the tensor-core kernel, 2: on the decode kernel
+};
+
+std::string describe(const Case& c) {
+  return std::string(quant_format_name(c.format)) + " M=" + std::to_string(c.m) +
+         " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) + (c.bias ? " bias" : "") +
+         (c.input_scale ? " input_scale" : "") + (c.act_order ? " act_order" : "") + " out=" +
+         dtype_label(c.out) + (c.dec_kw ? " kw=" + std::to_string(c.dec_kw) : "") +
+         (c.dec_u ? " u=" + std::to_string(c.dec_u) : "") + (c.dec_path == 1 ? " mma" : "");
+}
+
+void run_case(const Case& c, std::mt19937& rng) {
+  SCOPED_TRACE(describe(c));
+  Tensor wf = random_host({c.n, c.k}, rng, -0.05f, 0.05f);
+  QuantizedWeight q;
+  switch (c.format) {
+    case QuantFormat::kFp8PerChannel:
+      q = quantize_fp8_per_channel(wf);
+      break;
+    case QuantFormat::kFp8Block:
+      q = quantize_fp8_block(wf, 128, 128);
+      break;
+    case QuantFormat::kInt8PerChannel:
+      q = quantize_int8_per_channel(wf);
+      break;
+    case QuantFormat::kInt4Group:
+      q = quantize_int4_group(wf, 128);
+      if (c.act_order) q = with_act_order(q, rng);
+      break;
+  }
+  if (c.input_scale) q.input_scale = random_host({c.k}, rng, 0.25f, 4.0f);
+  ASSERT_TRUE(q.validate().ok()) << q.validate().message();
+  // Activations with a few outliers per row, as real ones have (they set the W8A8 scales).
+  Tensor x = random_host({c.m, c.k}, rng);
+  std::uniform_int_distribution<int64_t> pick(0, c.k - 1);
+  for (int64_t r = 0; r < c.m; ++r) x.data<float>()[r * c.k + pick(rng)] *= 8.0f;
+  round_to(x, DType::kBF16);
+  Tensor b = random_host({c.n}, rng);
+  Tensor ref = Tensor::empty({c.m, c.n});
+  ops::quantized_linear(x, q, c.bias ? &b : nullptr, ref);
+
+  const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+  const Tensor dx = upload(x, DType::kBF16);
+  const Tensor db = upload(b, DType::kF32);
+  Tensor y = device_poisoned({c.m, c.n}, c.out);
+  DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, c.m), 1));
+  set_quant_decode_override(c.dec_path, c.dec_kw, c.dec_u);
+  quantized_linear(blas(), dx, dw, c.bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
+                   test_stream());
+  set_quant_decode_override(0);
+  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  double tol = 1e-4;
+  if (c.format == QuantFormat::kInt4Group && c.input_scale) tol = 5e-3;
+  if (c.out == DType::kBF16) tol = 5e-3;
+  const double err = rel_error(download(y), ref);
+  EXPECT_LE(err, tol);
+  if (std::getenv("KITE_QUANT_TEST_VERBOSE"))
+    std::printf("  %-70s rel err %.3g\n", describe(c).c_str(), err);
+}
+
+void run_format(QuantFormat format) {
+  auto rng = test_rng();
+  const int64_t ms[] = {1, 3, 8, 9, 64, 130};
+  // (N, K): K a multiple of 128; a multiple of 64 only (half a group / block at the end); not
+  // a multiple of 64 (padded path, 136 = one group + 8); odd N; a long K with one row tile.
+  const std::pair<int64_t, int64_t> shapes[] = {{256, 512}, {200, 320}, {77, 136}, {130, 1000}};
+  int i = 0;
+  for (const auto& [n, k] : shapes)
+    for (int64_t m : ms) {
+      ++i;
+      Case c{format, m, n, k, i % 2 == 0, i % 3 == 0, false, i % 4 < 2 ? DType::kF32 : DType::kBF16};
+      if (format == QuantFormat::kInt4Group) c.act_order = i % 5 < 2;
+      run_case(c, rng);
+    }
+  // A decode-sized case with K not a multiple of 256 (nor of 64) and every option on; and one
+  // with none, K = 4096 (the direct-x W4 path).
+  run_case({format, 1, 1001, 4104, true, true, format == QuantFormat::kInt4Group, DType::kF32}, rng);
+  run_case({format, 9, 512, 4096, false, false, false, DType::kF32}, rng);
+  run_case({format, 64, 512, 4096, true, false, false, DType::kBF16}, rng);
+}
+
+// The decode kernel (M <= 8): every M from 1 to 8 for each format, K a multiple of 64 or not
+// (136, 1000, 4104: not multiples of 256 either), act order, input_scale, bias, F32 and BF16
+// output; with the automatic split and forced ones (1 warp per tile; 3 and 16, which leave some
+// warps without chunks on the short K; 2 chunks in flight), forced for every format.
+void run_decode(QuantFormat format) {
+  auto rng = test_rng();
+  const std::pair<int64_t, int64_t> shapes[] = {{77, 136}, {200, 320}, {130, 1000}, {1001, 4104}};
+  const int kws[] = {0, 1, 3, 16};
+  for (int64_t m = 1; m <= 8; ++m) {
+    const auto [n, k] = shapes[m % 4];
+    Case c{format, m, n, k, m % 3 != 0, m % 2 == 0, false, m % 4 < 2 ? DType::kF32 : DType::kBF16};
+    if (format == QuantFormat::kInt4Group) c.act_order = m % 2 == 1;
+    c.dec_kw = kws[(m / 2) % 4];
+    c.dec_u = m % 3 == 0 ? 2 : 0;
+    c.dec_path = 2;
+    run_case(c, rng);
+    if (m == 1 || m == 8) {  // the same case on the tensor-core kernel
+      c.dec_kw = 0;
+      c.dec_u = 0;
+      c.dec_path = 1;
+      run_case(c, rng);
+    }
+  }
+}
+
+TEST(CudaQuantLinear, DecodeInt4GroupMatchesCpu) { run_decode(QuantFormat::kInt4Group); }
+TEST(CudaQuantLinear, DecodeFp8PerChannelMatchesCpu) { run_decode(QuantFormat::kFp8PerChannel); }
+TEST(CudaQuantLinear, DecodeInt8PerChannelMatchesCpu) { run_decode(QuantFormat::kInt8PerChannel); }
+TEST(CudaQuantLinear, DecodeFp8BlockMatchesCpu) { run_decode(QuantFormat::kFp8Block); }
+
+// Decode kernel vs the tensor-core kernel on the same inputs (M = 1..8): same function.
+TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
+  auto rng = test_rng();
+  for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                        QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
+    for (int64_t m : {1, 4, 8}) {
+      const int64_t n = 300, k = 1000;
+      const QuantizedWeight q =
+          f == QuantFormat::kInt4Group     ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
+          : f == QuantFormat::kFp8Block    ? quantize_fp8_block(random_host({n, k}, rng, -0.05f, 0.05f), 128, 128)
+          : f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f))
+                                           : quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
+      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+      Tensor x = random_host({m, k}, rng);
+      round_to(x, DType::kBF16);
+      const Tensor dx = upload(x, DType::kBF16);
+      DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+      Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
+      set_quant_decode_override(2);
+      quantized_linear(blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
+      set_quant_decode_override(1);
+      quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
+      set_quant_decode_override(0);
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+      const double err = rel_error(download(y1), download(y2));
+      EXPECT_LE(err, 1e-5) << quant_format_name(f) << " M=" << m;
+      if (std::getenv("KITE_QUANT_TEST_VERBOSE"))
+        std::printf("  decode vs tensor-core %s M=%ld rel diff %.3g\n",
+                    std::string(quant_format_name(f)).c_str(), m, err);
+    }
+}
+
+TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group); }
+TEST(CudaQuantLinear, Fp8PerChannelMatchesCpu) { run_format(QuantFormat::kFp8PerChannel); }
+TEST(CudaQuantLinear, Int8PerChannelMatchesCpu) { run_format(QuantFormat::kInt8PerChannel); }
+TEST(CudaQuantLinear, Fp8BlockMatchesCpu) { run_format(QuantFormat::kFp8Block); }
+
+// Captured in a CUDA graph and replayed: same result as the direct call (no allocation or host
+// synchronisation inside), for a W8A8 format (activation-quantization kernel + GEMM) and W4.
+TEST(CudaQuantLinear, CapturesInGraph) {
+  auto rng = test_rng();
+  for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt4Group}) {
+    const int64_t m = 5, n = 320, k = 448;
+    QuantizedWeight q = f == QuantFormat::kInt4Group
+                            ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
+                            : quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
+    q.input_scale = random_host({k}, rng, 0.5f, 2.0f);
+    const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+    Tensor x = random_host({m, k}, rng);
+    round_to(x, DType::kBF16);
+    const Tensor dx = upload(x, DType::kBF16);
+    DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+    Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
+    quantized_linear(blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
+    quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
+    KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph));
+    KITE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    KITE_CUDA_CHECK(cudaGraphLaunch(exec, test_stream()));
+    KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+    EXPECT_EQ(rel_error(download(y2), download(y1)), 0.0) << quant_format_name(f);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+TEST(CudaQuantLinear, RejectsShortWorkspaceAndBadShapes) {
+  auto rng = test_rng();
+  const QuantizedWeight q = quantize_int8_per_channel(random_host({64, 128}, rng));
+  const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+  const Tensor dx = upload(random_host({2, 128}, rng), DType::kBF16);
+  Tensor y = device_empty({2, 64}, DType::kF32);
+  DeviceBuffer ws(quantized_linear_workspace_bytes(dw, 2));
+  EXPECT_THROW(quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), 16, test_stream()),
+               std::invalid_argument);
+  Tensor bad = device_empty({2, 63}, DType::kF32);
+  EXPECT_THROW(quantized_linear(blas(), dx, dw, nullptr, bad, ws.data(), ws.size_bytes(),
+                                test_stream()),
+               std::invalid_argument);
+}
+
+// Dummy weights run (no NaN/inf from random codes) for every format.
+TEST(CudaQuantLinear, DummyWeightsGiveFiniteOutput) {
+  auto rng = test_rng();
+  for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                        QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block}) {
+    const int64_t m = 3, n = 300, k = 1000;
+    const DeviceQuantizedWeight dw = dummy_quantized(f, n, k, 7, test_stream());
+    const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+    Tensor y = device_poisoned({m, n}, DType::kBF16);
+    DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+    quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+    const Tensor h = download(y);
+    for (float v : h.f32()) ASSERT_TRUE(std::isfinite(v)) << quant_format_name(f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing (run with --gtest_also_run_disabled_tests --gtest_filter='*Bench*'): M x N x K for
+// BF16 (cuda::linear: the GEMV for M <= 8, cuBLASLt above) and the four quantized formats, on
+// dummy weights, 4 copies rotated so the weights come from HBM, not L2 (each copy of the
+// smallest, W4 4096x14336, is 29 MB; L2 is 50 MB). Median of 50 timed calls (events around
+// each), after 10 warm-up calls. GB/s = weight bytes (codes + scales + zeros) / time.
+
+// Random BF16 weights in [-0.02, 0.02) (host LCG, one upload, device copies for the rest).
+std::vector<Tensor> random_bf16_copies(int64_t n, int64_t k, int copies) {
+  std::vector<uint16_t> h(static_cast<size_t>(n * k));
+  uint32_t st = 12345;
+  for (auto& v : h) {
+    st = st * 1664525u + 1013904223u;
+    v = f32_to_bf16((static_cast<float>(st >> 8) / 16777216.0f - 0.5f) * 0.04f);
+  }
+  std::vector<Tensor> w;
+  for (int c = 0; c < copies; ++c) {
+    w.push_back(device_empty({n, k}, DType::kBF16));
+    KITE_CUDA_CHECK(cudaMemcpy(w.back().raw(), h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  }
+  return w;
+}
+
+// Two timings per row, medians: `single` = events around one call after a synchronize (launch
+// latency included, as the first version of this bench measured); `stream` = 20 calls back to
+// back between two events, per call (what a captured decode step sees; PDL overlap included).
+template <typename Fn>
+std::pair<double, double> time_us(Fn&& fn, int copies) {
+  cudaStream_t s = test_stream();
+  for (int i = 0; i < 10; ++i) fn(i % copies);
+  KITE_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t1, t2;
+  for (int i = 0; i < 30; ++i) {
+    cudaEventRecord(e0, s);
+    fn(i % copies);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t1.push_back(ms);
+  }
+  constexpr int kBatch = 20;
+  for (int r = 0; r < 9; ++r) {
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < kBatch; ++i) fn(i % copies);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t2.push_back(ms / kBatch);
+  }
+  KITE_CUDA_CHECK(cudaGetLastError());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(t1.begin(), t1.end());
+  std::sort(t2.begin(), t2.end());
+  return {t1[t1.size() / 2] * 1e3, t2[t2.size() / 2] * 1e3};
+}
+
+TEST(CudaQuantLinearBench, DISABLED_Bench) {
+  constexpr int kCopies = 4;
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}};  // (N, K)
+  const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                                 QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
+  std::printf("%-17s %-7s %2s %5s %6s %9s %9s %8s %6s %6s\n", "format", "path", "M", "N", "K",
+              "us_single", "us_stream", "GB/s", "MB", "x_bf16");
+  auto rng = test_rng();
+  for (const auto& [n, k] : shapes) {
+    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
+    std::vector<std::vector<DeviceQuantizedWeight>> wq;
+    for (QuantFormat f : formats) {
+      wq.emplace_back();
+      for (int c = 0; c < kCopies; ++c) wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
+    }
+    for (int64_t m : {1, 2, 4, 8}) {
+      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+      Tensor y = device_empty({m, n}, DType::kBF16);
+      const auto [bs, bt] = time_us(
+          [&](int c) { linear(blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies);
+      const double bbytes = static_cast<double>(n * k * 2);
+      std::printf("%-17s %-7s %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n", "bf16", "gemv", m, n,
+                  k, bs, bt, bbytes / bt / 1e3, bbytes / 1e6, 1.0);
+      for (size_t fi = 0; fi < 4; ++fi) {
+        const auto& w = wq[fi];
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+        struct V { const char* name; int path, kw, u; };
+        std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}};
+        if (m == 1 && n == 4096 && k == 14336 && fi < 2)
+          for (int kw : {8, 12, 16})
+            for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});
+        for (const V& v : vs) {
+          set_quant_decode_override(v.path, v.kw, v.u);
+          const auto [qs, qt] = time_us(
+              [&](int c) {
+                quantized_linear(blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
+                                 test_stream());
+              },
+              kCopies);
+          set_quant_decode_override(0);
+          const double bytes = static_cast<double>(w[0].storage_bytes());
+          std::printf("%-17s %-4s%3d %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n",
+                      std::string(quant_format_name(formats[fi])).c_str(), v.name, v.kw, m, n, k,
+                      qs, qt, bytes / qt / 1e3, bytes / 1e6, bt / qt);
+        }
+      }
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kite::cuda
