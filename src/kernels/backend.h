@@ -64,7 +64,8 @@ class Backend {
   // A host F32 tensor copied into the backend's memory, in compute_dtype.
   virtual Tensor upload(const Tensor& host_f32) = 0;
   // Persistent zero-filled memory (KV cache), compute_dtype.
-  virtual Tensor persistent_zeros(const Shape& shape) = 0;
+  virtual Tensor persistent_zeros(const Shape& shape, DType dtype) = 0;
+  Tensor persistent_zeros(const Shape& shape) { return persistent_zeros(shape, compute_dtype()); }
   // Step scratch of `dtype`, uninitialised.
   virtual Tensor empty(const Shape& shape, DType dtype) = 0;
   Tensor empty(const Shape& shape) { return empty(shape, compute_dtype()); }

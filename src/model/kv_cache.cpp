@@ -38,13 +38,16 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
     *this = KvCache(spec, num_blocks, block_size);
     return;
   }
-  spec_.dtype = backend.compute_dtype();
+  // The compute dtype, or FP8 E4M3 with per-layer scales when the spec asks for it.
+  spec_.dtype = spec.dtype == DType::kF8E4M3 ? DType::kF8E4M3 : backend.compute_dtype();
+  if (static_cast<int64_t>(spec.k_scales.size()) == spec.num_layers) k_scale_ = spec.k_scales;
+  if (static_cast<int64_t>(spec.v_scales.size()) == spec.num_layers) v_scale_ = spec.v_scales;
   for (int64_t l = 0; l < spec.num_layers; ++l) {
-    k_.push_back(
-        backend.persistent_zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}));
+    k_.push_back(backend.persistent_zeros(
+        {num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}, spec_.dtype));
     if (!spec.shares_kv)
-      v_.push_back(
-          backend.persistent_zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}));
+      v_.push_back(backend.persistent_zeros(
+          {num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}, spec_.dtype));
   }
 }
 

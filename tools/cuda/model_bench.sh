@@ -7,7 +7,8 @@
 #   kite bench latency on the Llama-3-8B and DeepSeek-V2-Lite shapes (dummy BF16 weights)
 #   EAGER_AB=1  the same with --enforce-eager (no CUDA graphs), KITE_CUDA_NO_PDL=1 (no
 #               programmatic dependent launch) / --host-sampling, for A/B
-#   QUANT=1  batch-1 decode with --quantization fp8 / int8 / int4 (dummy quantized weights)
+#   QUANT=1  batch-1 decode with --quantization fp8 / int8 / int4 (dummy quantized weights),
+#            and with --kv-cache-dtype fp8 (the log's "KV cache:" lines give the capacity)
 #   QUANT_THROUGHPUT=1  throughput at 128 concurrent, BF16 vs FP8
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
@@ -59,6 +60,8 @@ fi
 # throughput at 128 concurrent, BF16 vs FP8.
 if [ "${QUANT:-0}" = 1 ]; then
   for q in fp8 int8 int4; do lat "llama_b1_$q" $LLAMA 1 512 64 --quantization $q; done
+  lat llama_b1_kvfp8 $LLAMA 1 512 64 --kv-cache-dtype fp8
+  lat llama_b64_kvfp8 $LLAMA 64 128 64 --kv-cache-dtype fp8
 fi
 if [ "${QUANT_THROUGHPUT:-0}" = 1 ]; then
   for q in none fp8; do

@@ -13,7 +13,10 @@ class CpuBackend final : public Backend {
   DType compute_dtype() const override { return DType::kF32; }
 
   Tensor upload(const Tensor& host_f32) override { return host_f32; }
-  Tensor persistent_zeros(const Shape& shape) override { return Tensor::zeros(shape); }
+  using Backend::persistent_zeros;
+  Tensor persistent_zeros(const Shape& shape, DType dtype) override {
+    return Tensor::zeros(shape, dtype);
+  }
   Tensor empty(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype); }
   Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype); }
   Tensor index(std::span<const int32_t> values) override {

@@ -68,6 +68,8 @@ struct RopeCacheParams {
   const Tensor* cos = nullptr;           // F32 [T, rot_dim/2]
   const Tensor* sin = nullptr;           // F32 [T, rot_dim/2]
   const Tensor* slot_mapping = nullptr;  // I64 [T]
+  // FP8 E4M3 caches (with a BF16 k / v) store fp8(x / scale), saturated at +-448.
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <type_traits>
 
+#include <cuda_fp8.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -24,10 +26,14 @@ constexpr int kMaxTargets = 3;
 
 // One tensor of the launch: x [T, heads, dim], rotated over [rot_offset, +rot_dim) unless
 // rot_offset < 0, and copied to cache [num_slots, heads, dim] when cache is set.
+// An FP8 cache (cache8 instead of cache) stores fp8(x / scale), saturated to +-448 (the CPU's
+// ops::write_cache: the same division, the same round-to-nearest-even).
 template <typename T>
 struct RopeTarget {
   T* x = nullptr;
   T* cache = nullptr;
+  uint8_t* cache8 = nullptr;
+  float scale = 1.0f;
   int heads = 0, dim = 0, rot_offset = -1;
   int heads_per_block = 1, num_chunks = 0;
 };
@@ -76,12 +82,18 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
       dst[i + half] = from_float<T>(b * cos[i] + a * sin[i]);
     }
   }
-  if (tg.cache == nullptr) return;
+  if (tg.cache == nullptr && tg.cache8 == nullptr) return;
   const int64_t slot = args.slots[token];
   if (slot < 0 || slot >= args.num_slots) return;
   // Each thread re-reads what it needs; the rotated values were written by other threads.
   if (rotate) __syncthreads();
-  T* dst = tg.cache + (slot * tg.heads + head0) * tg.dim;
+  const int64_t at = (slot * tg.heads + head0) * tg.dim;
+  if (tg.cache8) {
+    for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x)
+      tg.cache8[at + e] = __nv_fp8_e4m3(to_float(x[e]) / tg.scale).__x;
+    return;
+  }
+  T* dst = tg.cache + at;
   for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x) dst[e] = x[e];
 }
 
@@ -109,10 +121,15 @@ void check_cos_sin(const char* op, const Tensor& cos, const Tensor& sin, int64_t
 // A target over x viewed as [T, heads, dim]; rot_offset < 0 means copy only.
 template <typename T>
 RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t rot_offset,
-                          int64_t rot_dim, Tensor* cache) {
+                          int64_t rot_dim, Tensor* cache, float scale = 1.0f) {
   RopeTarget<T> t;
   t.x = static_cast<T*>(const_cast<void*>(x.raw()));
-  t.cache = cache ? static_cast<T*>(cache->raw()) : nullptr;
+  if (cache && cache->dtype() == DType::kF8E4M3) {
+    t.cache8 = static_cast<uint8_t*>(cache->raw());
+    t.scale = scale;
+  } else {
+    t.cache = cache ? static_cast<T*>(cache->raw()) : nullptr;
+  }
   t.heads = static_cast<int>(heads);
   t.dim = static_cast<int>(dim);
   t.rot_offset = static_cast<int>(rot_offset);
@@ -141,11 +158,12 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
   if (p.q && p.q->numel() > 0)
     args.targets[args.num_targets++] =
         make_target<T>(*p.q, p.q->size(1), p.q->size(2), p.q_rot_offset, p.rot_dim, nullptr);
-  args.targets[args.num_targets++] =
-      make_target<T>(*p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache);
+  args.targets[args.num_targets++] = make_target<T>(*p.k, p.k->size(1), p.k->size(2),
+                                                    p.k_rot_offset, p.rot_dim, p.k_cache,
+                                                    p.k_scale);
   if (p.v)
     args.targets[args.num_targets++] =
-        make_target<T>(*p.v, p.v->size(1), p.v->size(2), -1, p.rot_dim, p.v_cache);
+        make_target<T>(*p.v, p.v->size(1), p.v->size(2), -1, p.rot_dim, p.v_cache, p.v_scale);
   args.cos = static_cast<const float*>(p.cos->raw());
   args.sin = static_cast<const float*>(p.sin->raw());
   args.slots = static_cast<const int64_t*>(p.slot_mapping->raw());
@@ -156,8 +174,10 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
 }
 
 // The cache must be [num_blocks, block_size, heads, dim] for a [T, heads, dim] source.
+// An FP8 E4M3 cache is allowed for a BF16 source (stored as fp8(x / scale)).
 void check_cache(const char* op, const Tensor& src, const Tensor& cache, const char* name) {
-  check_device(cache, src.dtype(), op, name);
+  const bool fp8 = cache.dtype() == DType::kF8E4M3 && src.dtype() == DType::kBF16;
+  check_device(cache, fp8 ? DType::kF8E4M3 : src.dtype(), op, name);
   KITE_CUDA_OP_CHECK(
       cache.dim() == 4 && cache.size(2) == src.size(1) && cache.size(3) == src.size(2), op,
       std::string(name) + " " + shape_to_string(cache.shape()) +

@@ -1,6 +1,7 @@
 #include "kernels/cuda/attention/attention_launch.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
@@ -27,8 +28,15 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
                                 const Tensor& v_cache, const PagedAttentionArgs& args,
                                 const Tensor& out, bool decode) {
   check_device_float(q, op, "q");
-  check_device(k_cache, q.dtype(), op, "k_cache");
-  check_device(v_cache, q.dtype(), op, "v_cache");
+  // FP8 caches go with BF16 queries (the tensor-core kernels convert them to BF16 tiles).
+  const bool kv_fp8 = k_cache.dtype() == DType::kF8E4M3 && q.dtype() == DType::kBF16;
+  const DType cache_dtype = kv_fp8 ? DType::kF8E4M3 : q.dtype();
+  check_device(k_cache, cache_dtype, op, "k_cache");
+  check_device(v_cache, cache_dtype, op, "v_cache");
+  if (kv_fp8)
+    KITE_CUDA_OP_CHECK(args.k_scale > 0 && args.v_scale > 0 && std::isfinite(args.k_scale) &&
+                           std::isfinite(args.v_scale),
+                       op, "FP8 caches need positive finite k_scale / v_scale");
   check_device(out, q.dtype(), op, "out");
   KITE_CUDA_OP_CHECK(q.dim() == 3 && out.dim() == 3 && k_cache.dim() == 4 && v_cache.dim() == 4, op,
                      "need q [T, H, Dqk], caches [blocks, block_size, Hkv, D], out [T, H, Dv]; got "
@@ -116,6 +124,9 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   p.head_dim_qk = static_cast<int>(dqk);
   p.head_dim_v = static_cast<int>(dv);
   p.bf16 = q.dtype() == DType::kBF16;
+  p.kv_fp8 = kv_fp8;
+  p.k_scale = args.k_scale;
+  p.v_scale = args.v_scale;
   return p;
 }
 

@@ -29,6 +29,8 @@ struct KernelParams {
   float scale_log2 = 0.0f;  // scale * log2(e)
   int head_dim_qk = 0, head_dim_v = 0;
   bool bf16 = false;
+  bool kv_fp8 = false;  // FP8 E4M3 caches (tensor-core kernels only), read as code * scale
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 
 // Checks one call (op = "paged_decode_attention" or "paged_prefill_attention") and fills the

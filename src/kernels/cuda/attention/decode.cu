@@ -184,6 +184,9 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   if (p.num_seqs == 0 || p.num_heads == 0) return;
   if (attention::try_decode_mla(p, args, workspace, stream)) return;
   if (attention::try_decode_mma(p, args, workspace, stream)) return;
+  KITE_CUDA_OP_CHECK(!p.kv_fp8, "paged_decode_attention",
+                     "FP8 caches need a tensor-core decode kernel for head dims (" +
+                         std::to_string(p.head_dim_qk) + ", " + std::to_string(p.head_dim_v) + ")");
   const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
   p.num_splits = choose_splits(args, rows);
   const int64_t max_len = std::max<int64_t>(args.max_seq_len, 1);

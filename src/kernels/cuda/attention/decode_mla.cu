@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * kDqk + chunk * 8 : q;
     cp_async16(sq + swz<kDqk>(row, chunk), src, valid);
   }
-  const PagedKv kv{static_cast<const bf16*>(p.k_cache),
+  const PagedKv kv{p.k_cache,
                    nullptr,
                    p.block_tables + int64_t{seq} * p.max_blocks_per_seq,
                    p.block_size,
@@ -83,7 +83,10 @@ __global__ void __launch_bounds__(WARPS * 32)
                    p.k_slot_stride,
                    0,
                    0,
-                   0};
+                   0,
+                   p.kv_fp8,
+                   p.k_scale,
+                   p.k_scale};
   bool ok = true;
   auto load_tile = [&](int j) {
     if (j < n_tiles)

@@ -76,15 +76,18 @@ __global__ void __launch_bounds__(kThreads)
     const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * DQK + chunk * 8 : q;
     cp_async16(sq + swz<DQK>(row, chunk), src, valid);
   }
-  const PagedKv kv{static_cast<const bf16*>(p.k_cache),
-                   static_cast<const bf16*>(p.v_cache),
+  const PagedKv kv{p.k_cache,
+                   p.v_cache,
                    table,
                    p.block_size,
                    p.num_blocks,
                    p.k_slot_stride,
                    p.v_slot_stride,
                    kv_head * p.k_head_stride,
-                   kv_head * p.v_head_stride};
+                   kv_head * p.v_head_stride,
+                   p.kv_fp8,
+                   p.k_scale,
+                   p.v_scale};
   auto load_stage = [&](int j, char* dst) {
     return load_kv_tiles<DQK, DV, kBlockN, kThreads>(dst, dst + L::kKBytes, kv,
                                                      static_cast<int>(k_begin) + j * kBlockN,

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -94,21 +95,47 @@ __device__ __forceinline__ uint32_t vb_addr(uint32_t base, int key0, int d0, int
 }
 
 // Where one tile's K and V rows come from: a sequence's block table and one kv head.
+// The caches hold BF16, or FP8 E4M3 (fp8 = true) read as code * k_scale / v_scale.
 struct PagedKv {
-  const bf16* k_cache;
-  const bf16* v_cache;
+  const void* k_cache;
+  const void* v_cache;
   const int32_t* block_table;  // this sequence's row
   int block_size, num_blocks;
   int64_t k_slot_stride, v_slot_stride;  // elements between slots
   int64_t k_head_offset, v_head_offset;  // elements from a slot's start to the kv head
+  bool fp8 = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
+
+// 8 FP8 E4M3 codes (8 bytes at src, or zeros) -> 8 BF16 values code * scale, stored as one
+// 16-byte chunk at dst (shared memory): what cp_async16 would have copied from a BF16 cache.
+__device__ __forceinline__ void fp8x8_to_bf16(char* dst, const uint8_t* src, float scale,
+                                              bool valid) {
+  uint2 raw = make_uint2(0u, 0u);
+  if (valid) raw = *reinterpret_cast<const uint2*>(src);
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(&raw);
+  uint4 out;
+  uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __nv_fp8_e4m3 lo, hi;
+    lo.__x = b[2 * i];
+    hi.__x = b[2 * i + 1];
+    const __nv_bfloat162 v = __floats2bfloat162_rn(static_cast<float>(lo) * scale,
+                                                   static_cast<float>(hi) * scale);
+    o[i] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+  *reinterpret_cast<uint4*>(dst) = out;
+}
 
 // Starts the copy of keys [key0, key0 + ROWS) into swizzled tiles of K (DK-wide) and V
 // (DV-wide: the first DV values of each V row, so V can be a prefix of the MLA latent row).
 // Eight threads share a row (chunks c, c + 8, ...), so each thread looks up the block table
 // once per row it copies, for K and V together. Keys at or past `valid_end` are zero-filled
 // (their slots may hold anything, NaN included). Returns false when a block id it needed was
-// outside the cache (that row is zero-filled; the caller turns the result into NaN).
+// outside the cache (that row is zero-filled; the caller turns the result into NaN). FP8 caches
+// are read with plain loads and converted into the same BF16 tiles (synchronous, so the tile
+// is complete once the caller's barrier is passed, as cp.async's is after its wait).
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                               int key0, int valid_end, int tid) {
@@ -132,8 +159,21 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
                static_cast<unsigned>(key) % kv.block_size;
       }
     }
-    const bf16* k_src = kv.k_cache + (valid ? slot * kv.k_slot_stride + kv.k_head_offset : 0);
-    const bf16* v_src = kv.v_cache + (valid ? slot * kv.v_slot_stride + kv.v_head_offset : 0);
+    const int64_t k_at = valid ? slot * kv.k_slot_stride + kv.k_head_offset : 0;
+    const int64_t v_at = valid ? slot * kv.v_slot_stride + kv.v_head_offset : 0;
+    if (kv.fp8) {
+      const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
+      const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
+#pragma unroll
+      for (int c = c0; c < DK / 8; c += 8)
+        fp8x8_to_bf16(k_tile + swz<DK>(row, c), k_src + c * 8, kv.k_scale, valid);
+#pragma unroll
+      for (int c = c0; c < DV / 8; c += 8)
+        fp8x8_to_bf16(v_tile + swz<DV>(row, c), v_src + c * 8, kv.v_scale, valid);
+      continue;
+    }
+    const bf16* k_src = static_cast<const bf16*>(kv.k_cache) + k_at;
+    const bf16* v_src = static_cast<const bf16*>(kv.v_cache) + v_at;
 #pragma unroll
     for (int c = c0; c < DK / 8; c += 8) cp_async16(k_tile + swz<DK>(row, c), k_src + c * 8, valid);
 #pragma unroll

@@ -2,7 +2,9 @@
 // KV cache. Same function as ops::paged_attention (kernels/ops.h): scores = q·k * scale,
 // causal, GQA (query head h reads kv head h / (num_heads / num_kv_heads)), softmax in fp32.
 //
-// Layouts (device tensors, q/caches/out one dtype, F32 or BF16):
+// Layouts (device tensors, q/caches/out one dtype, F32 or BF16 — or, with BF16 q and out, FP8
+// E4M3 caches holding x / scale, read as code * args.k_scale / v_scale by the tensor-core
+// kernels; a call no tensor-core kernel covers throws for FP8 caches):
 //   q        [T, num_heads, head_dim_qk]
 //   k_cache  [num_blocks, block_size, num_kv_heads, head_dim_qk]
 //   v_cache  [num_blocks, block_size, num_kv_heads, head_dim_v], or the same tensor as
@@ -42,6 +44,7 @@ struct PagedAttentionArgs {
   int64_t max_query_len = 1;  // prefill: longest query run
   int64_t max_seq_len = 1;    // decode: longest sequence (chooses the split count)
   int num_splits = 0;         // decode: key splits per sequence; 0 chooses from the device
+  float k_scale = 1.0f, v_scale = 1.0f;  // FP8 caches: the value of code 1.0
 };
 
 // Scratch for split-K decode partial results: by default one buffer grown on demand (growing

@@ -77,6 +77,9 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                                                        v_cache, args, out, /*decode=*/false);
   if (p.num_seqs == 0 || p.num_heads == 0 || p.num_tokens == 0) return;
   if (attention::try_prefill_mma(p, args.max_query_len, stream)) return;
+  KITE_CUDA_OP_CHECK(!p.kv_fp8, "paged_prefill_attention",
+                     "FP8 caches need a tensor-core prefill kernel for head dims (" +
+                         std::to_string(p.head_dim_qk) + ", " + std::to_string(p.head_dim_v) + ")");
 #define KITE_RUN_PREFILL(DQK, DV)                               \
   if (p.bf16) {                                                 \
     run_prefill<bf16, DQK, DV>(p, args.max_query_len, stream);  \

@@ -121,8 +121,9 @@ class CudaBackend final : public Backend {
   Tensor upload(const Tensor& host_f32) override {
     return to_device(host_f32, DType::kBF16, stream_);
   }
-  Tensor persistent_zeros(const Shape& shape) override {
-    Tensor t = device_empty(shape, DType::kBF16);
+  using Backend::persistent_zeros;
+  Tensor persistent_zeros(const Shape& shape, DType dtype) override {
+    Tensor t = device_empty(shape, dtype);
     KITE_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.size_bytes(), stream_));
     return t;
   }
@@ -174,6 +175,10 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     not_in_graph("synchronize");
     stream_.synchronize();
+  }
+  void set_kv_scales(float k_scale, float v_scale) override {
+    k_scale_ = k_scale;
+    v_scale_ = v_scale;
   }
   void set_step_graphs(int64_t max_batch) override {
     graphs_.set_max_batch(timer_.enabled() ? 0 : max_batch);  // op timing needs eager steps
@@ -280,6 +285,8 @@ class CudaBackend final : public Backend {
     p.cos = &step_.cos;
     p.sin = &step_.sin;
     p.slot_mapping = &step_.slots;
+    p.k_scale = k_scale_;
+    p.v_scale = v_scale_;
     cuda::rope_and_cache(p, stream_);
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
@@ -291,6 +298,9 @@ class CudaBackend final : public Backend {
     });
     PagedAttentionArgs args = step_.attention;
     args.scale = scale;
+    args.k_scale = k_scale_;
+    // One cache for K and V (MLA's latent): one scale, as the CPU reads it.
+    args.v_scale = v_cache.raw() == k_cache.raw() ? k_scale_ : v_scale_;
     if (step_.decode)
       paged_decode_attention(q, k_cache, v_cache, args, attention_ws_, out, stream_);
     else
@@ -478,6 +488,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<PinnedBlock> host_out_;
   std::map<const void*, Tensor> vectors_;
   SamplingWorkspace sampling_ws_;
+  float k_scale_ = 1.0f, v_scale_ = 1.0f;  // FP8 KV scales of the layer about to run
 };
 
 std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logits,

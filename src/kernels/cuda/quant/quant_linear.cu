@@ -1,5 +1,6 @@
 // Quantized linear kernels (see quant_linear.h for the formats, layouts and numerics).
 #include "kernels/cuda/quant/quant_linear.h"
+#include "kernels/cuda/quant/fp8_gemm_lt.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -904,15 +905,24 @@ DeviceQuantizedWeight dummy_quantized(QuantFormat format, int64_t n, int64_t k, 
   return d;
 }
 
+// Rows above which FP8 per channel prefers cuBLASLt (fp8_gemm_lt.h) to the kernels here.
+constexpr int64_t kLtMinRows = 16;
+
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   const size_t kp = static_cast<size_t>(w.padded_in), mm = static_cast<size_t>(std::max<int64_t>(m, 0));
   if (w.format == QuantFormat::kInt4Group) return mm * kp * 2;
   const size_t groups =
       w.format == QuantFormat::kFp8Block ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols)) : 1;
-  return static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
+  size_t bytes = static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
+  // FP8 per channel beyond decode sizes: F32 [M, N] scratch for cuBLASLt's per-tensor route.
+  if (w.format == QuantFormat::kFp8PerChannel && m > kLtMinRows)
+    bytes = static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) +
+            static_cast<size_t>(round_up(static_cast<int64_t>(mm * 4), 256)) +
+            static_cast<size_t>(fp8_gemm_scratch_floats(m, w.out_features)) * 4;
+  return bytes;
 }
 
-void quantized_linear(BlasLtContext& /*blas*/, const Tensor& x, const DeviceQuantizedWeight& w,
+void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) {
   check_device(x, DType::kBF16, kOp, "x");
@@ -993,6 +1003,14 @@ void quantized_linear(BlasLtContext& /*blas*/, const Tensor& x, const DeviceQuan
         act_quant_token_kernel<false, false><<<rows, threads, 0, stream>>>(xb, k, kp, is, q, sx);
     }
     KITE_CUDA_CHECK_LAUNCH();
+    // Beyond decode sizes, FP8 per channel goes through cuBLASLt (one pass over W at tensor-
+    // core rate) when it has an algorithm; the row / column scales are its outer vectors.
+    if (f == kFp8Ch && m > kLtMinRows) {
+      auto* acc = reinterpret_cast<float*>(ws + round_up(m * kp, 256) + round_up(m * 4, 256));
+      if (fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx, m, kp, kp,
+                           bias, y, acc, stream))
+        return;
+    }
   }
   if (y.dtype() == DType::kF32)
     launch_any<float>(f, p, stream);

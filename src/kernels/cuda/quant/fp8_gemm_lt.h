@@ -1,0 +1,34 @@
+// FP8 W8A8 GEMM through cuBLASLt for many rows (prefill, large decode batches): y[M, N] =
+// (xq[M, K] · wq[N, K]^T) * x_scale[m] * w_scale[n] (+ bias[n]), with FP8 E4M3 xq / wq and the
+// row and column scales applied by cuBLASLt's outer-vector scaling (CUDA 13), BF16 output.
+// quantized_linear (quant_linear.h) uses it for kFp8PerChannel when M is above the decode
+// kernel's range; its own tensor-core kernel re-reads the weight once per 64 rows, which made
+// FP8 slower than BF16 at 128 concurrent sequences (docs/BENCHMARKS.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/cuda/gemm/blaslt.h"
+
+namespace kite::cuda {
+
+// wq: N rows of K FP8 codes, row stride ldw bytes; xq: M rows, row stride ldx bytes (K, ldw and
+// ldx multiples of 16, pointers 16-byte aligned); scales F32 device vectors; y BF16 [M, N];
+// bias BF16 [N] or null. Where cuBLASLt lacks outer-vector scaling for FP8 on this GPU, the
+// product goes unscaled into `scratch` (F32 [M, N], fp8_gemm_scratch_floats) and a small kernel
+// applies x_scale[m] * w_scale[n] and the bias. Returns false (and launches nothing) when
+// cuBLASLt has no FP8 algorithm at all: the caller then uses its own kernel.
+bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, int64_t n,
+                      int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
+                      int64_t k, const Tensor* bias, Tensor& y, float* scratch,
+                      cudaStream_t stream);
+inline int64_t fp8_gemm_scratch_floats(int64_t m, int64_t n) { return m * n; }
+
+// y[m, n] = bf16(acc[m, n] * x_scale[m] * w_scale[n] + bias[n]) (fp8_scale.cu).
+void scale_rows_cols(const float* acc, const float* x_scale, const float* w_scale,
+                     const Tensor* bias, Tensor& y, int64_t m, int64_t n, cudaStream_t stream);
+
+}  // namespace kite::cuda

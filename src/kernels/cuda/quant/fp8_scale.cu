@@ -1,0 +1,34 @@
+// The epilogue of the per-tensor FP8 GEMM route (fp8_gemm_lt.h): row and column scales, bias.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quant/fp8_gemm_lt.h"
+
+namespace kite::cuda {
+namespace {
+
+__global__ void scale_kernel(const float* __restrict__ acc, const float* __restrict__ xs,
+                             const float* __restrict__ ws, const bf16* __restrict__ bias,
+                             bf16* __restrict__ y, int64_t n) {
+  const int64_t row = blockIdx.y;
+  const float sx = xs[row];
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < n;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v = acc[row * n + c] * sx * ws[c];
+    if (bias) v += __bfloat162float(bias[c]);
+    y[row * n + c] = __float2bfloat16(v);
+  }
+}
+
+}  // namespace
+
+void scale_rows_cols(const float* acc, const float* x_scale, const float* w_scale,
+                     const Tensor* bias, Tensor& y, int64_t m, int64_t n, cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 64));
+  scale_kernel<<<dim3(blocks, static_cast<unsigned>(m)), 256, 0, stream>>>(
+      acc, x_scale, w_scale, bias ? static_cast<const bf16*>(bias->raw()) : nullptr,
+      static_cast<bf16*>(y.raw()), n);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kite::cuda

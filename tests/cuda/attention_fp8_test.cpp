@@ -1,0 +1,163 @@
+// FP8 E4M3 KV caches on the GPU (issue 7, --kv-cache-dtype fp8): the tensor-core attention
+// kernels read FP8 caches (code * k_scale / v_scale) and must equal the CPU op reading the same
+// FP8 bytes with the same scales (ops::paged_attention, kernels/cpu) within the BF16 tolerance
+// of the BF16-cache tests; rope_and_cache must store exactly the codes the CPU's
+// ops::write_cache stores for the same BF16 values. Random batches as attention_mma_test.cpp:
+// GQA decode and prefill (head dims 64, 128, 192/128) and MLA decode (576/512, one cache).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "attention_batch.h"
+#include "cuda_test_util.h"
+#include "kernels/cuda/attention/paged_attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "quant/fp8_codec.h"
+
+namespace kite::cuda {
+namespace {
+
+using namespace testing;
+
+// fp32 host cache -> FP8 host cache holding fp8(x / scale) (NaN stays NaN: 0x7F).
+Tensor to_fp8(const Tensor& f32, float scale) {
+  Tensor out = Tensor::empty(f32.shape(), DType::kF8E4M3);
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  const float* src = f32.data<float>();
+  for (int64_t i = 0; i < f32.numel(); ++i) dst[i] = fp8e4m3_encode(src[i] / scale);
+  return out;
+}
+
+Tensor upload_bytes(const Tensor& host) {
+  Tensor d = device_empty(host.shape(), host.dtype());
+  KITE_CUDA_CHECK(cudaMemcpy(d.raw(), host.raw(), host.size_bytes(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+void check_fp8(const AttnCase& c, bool decode, std::mt19937& rng) {
+  SCOPED_TRACE(c.name);
+  const float k_scale = 0.004f, v_scale = c.shared_kv ? k_scale : 0.0025f;  // |x| <= 1
+  HostBatch hb = make_host_batch(c, rng);
+  Tensor k8 = to_fp8(hb.k_cache, k_scale);
+  Tensor v8 = c.shared_kv ? k8 : to_fp8(hb.v_cache, v_scale);
+  // Reference: the CPU op over the same FP8 bytes (for MLA, V is the K rows' first dv dims;
+  // the CPU op takes them from a separate V cache of those bytes).
+  Tensor v8_ref = v8;
+  if (c.shared_kv) {
+    v8_ref = Tensor::empty(hb.v_cache.shape(), DType::kF8E4M3);
+    const int64_t rows = hb.v_cache.numel() / c.dv;
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<uint8_t*>(v8_ref.raw()) + r * c.dv,
+                  static_cast<const uint8_t*>(k8.raw()) + r * c.dqk, c.dv);
+  }
+  ops::PagedAttentionParams p;
+  p.query_start = hb.query_start;
+  p.seq_lens = hb.seq_lens;
+  p.block_tables = &hb.tables;
+  p.block_size = c.block_size;
+  p.scale = attn_scale(c);
+  p.k_scale = k_scale;
+  p.v_scale = v_scale;
+  Tensor ref = Tensor::empty({hb.q.size(0), c.heads, c.dv});
+  ops::paged_attention(hb.q, k8, v8_ref, p, ref);
+
+  DeviceBatch d = upload_batch(c, hb);
+  d.k_cache = upload_bytes(k8);
+  d.v_cache = c.shared_kv ? d.k_cache : upload_bytes(v8);
+  d.args.k_scale = k_scale;
+  d.args.v_scale = v_scale;
+  Tensor out = device_poisoned(ref.shape(), DType::kBF16);
+  if (decode) {
+    AttentionWorkspace workspace;
+    paged_decode_attention(d.q, d.k_cache, d.v_cache, d.args, workspace, out, test_stream());
+  } else {
+    paged_prefill_attention(d.q, d.k_cache, d.v_cache, d.args, out, test_stream());
+  }
+  KITE_EXPECT_CLOSE(download(out), ref, kTolBF16);
+}
+
+TEST(CudaAttentionFp8, DecodeAndPrefillMatchCpuOnTheSameCodes) {
+  auto rng = test_rng();
+  const int64_t dims[][2] = {{64, 64}, {128, 128}, {192, 128}};
+  for (const auto& dd : dims)
+    for (bool decode : {true, false}) {
+      AttnCase c{.name = std::string(decode ? "decode" : "prefill") + " d" + std::to_string(dd[0]),
+                 .dtype = DType::kBF16,
+                 .seqs = {}};
+      c.dqk = dd[0];
+      c.dv = dd[1];
+      c.kv_heads = 2;
+      c.heads = 8;
+      c.block_size = 16;
+      if (decode)
+        c.seqs = {{1, 1}, {65, 1}, {700, 1}};
+      else
+        c.seqs = {{40, 40}, {129, 64}, {1, 1}};
+      check_fp8(c, decode, rng);
+    }
+  AttnCase mla{.name = "mla decode", .dtype = DType::kBF16, .seqs = {{33, 1}, {300, 1}}};
+  mla.heads = 16;
+  mla.kv_heads = 1;
+  mla.dqk = 576;
+  mla.dv = 512;
+  mla.shared_kv = true;
+  mla.block_size = 64;
+  check_fp8(mla, true, rng);
+}
+
+TEST(CudaAttentionFp8, RopeAndCacheStoresTheCpuCodes) {
+  auto rng = test_rng();
+  const int64_t t = 7, heads = 2, dim = 128, blocks = 4, bs = 16;
+  const float k_scale = 0.01f, v_scale = 0.02f;
+  Tensor k = random_host({t, heads, dim}, rng, -3.0f, 3.0f);
+  Tensor v = random_host({t, heads, dim}, rng, -6.0f, 6.0f);
+  v.data<float>()[5] = 100.0f;  // saturates at 448 * v_scale
+  round_to(k, DType::kBF16);
+  round_to(v, DType::kBF16);
+  std::vector<int64_t> slots = {3, 17, 18, 40, 63, 0, -1};  // -1: padding, not written
+  // cos 1, sin 0: k comes out of the rotation unchanged, so its codes can be compared exactly.
+  Tensor cos = Tensor::empty({t, dim / 2}), sin = Tensor::zeros({t, dim / 2});
+  std::fill(cos.f32().begin(), cos.f32().end(), 1.0f);
+
+  Tensor dk = upload(k, DType::kBF16), dv = upload(v, DType::kBF16);
+  Tensor k_cache = device_empty({blocks, bs, heads, dim}, DType::kF8E4M3);
+  Tensor v_cache = device_empty({blocks, bs, heads, dim}, DType::kF8E4M3);
+  KITE_CUDA_CHECK(cudaMemset(k_cache.raw(), 0, k_cache.size_bytes()));
+  KITE_CUDA_CHECK(cudaMemset(v_cache.raw(), 0, v_cache.size_bytes()));
+  Tensor d_cos = upload(cos, DType::kF32), d_sin = upload(sin, DType::kF32);
+  Tensor d_slots = to_device(std::span<const int64_t>(slots), {t}, test_stream());
+  RopeCacheParams p;
+  p.k = &dk;
+  p.v = &dv;
+  p.k_cache = &k_cache;
+  p.v_cache = &v_cache;
+  p.rot_dim = dim;
+  p.cos = &d_cos;
+  p.sin = &d_sin;
+  p.slot_mapping = &d_slots;
+  p.k_scale = k_scale;
+  p.v_scale = v_scale;
+  rope_and_cache(p, test_stream());
+  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+
+  Tensor k_ref = Tensor::zeros({blocks, bs, heads, dim}, DType::kF8E4M3);
+  Tensor v_ref = Tensor::zeros({blocks, bs, heads, dim}, DType::kF8E4M3);
+  // The CPU op refuses the padding slot: it writes the first six tokens.
+  const std::span<const int64_t> real(slots.data(), 6);
+  ops::write_cache(k.slice_rows(0, 6), real, k_ref, k_scale);
+  ops::write_cache(v.slice_rows(0, 6), real, v_ref, v_scale);
+  for (auto [dev, ref, name] : {std::tuple{&k_cache, &k_ref, "k"}, std::tuple{&v_cache, &v_ref, "v"}}) {
+    std::vector<uint8_t> got(ref->size_bytes());
+    KITE_CUDA_CHECK(cudaMemcpy(got.data(), dev->raw(), got.size(), cudaMemcpyDeviceToHost));
+    const auto* want = static_cast<const uint8_t*>(ref->raw());
+    int64_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0) << name << " cache: codes differ from the CPU's";
+  }
+}
+
+}  // namespace
+}  // namespace kite::cuda
