@@ -8,6 +8,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/dot_bf16.cuh"
+#include "kernels/cuda/launch_pdl.cuh"
 
 namespace kite::cuda {
 namespace {
@@ -88,24 +89,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 constexpr int kWarps = 8, kUnroll = 4;
 constexpr bool kPipelined = false;
 
-// Launches with programmatic stream serialization: the kernel may begin before the previous
-// kernel on the stream ends (it waits in pdl_wait() before reading what that kernel wrote).
-template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, int threads, cudaStream_t stream,
-                Args... args) {
-  static const bool off = std::getenv("KITE_CUDA_NO_PDL") != nullptr;  // A/B switch
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(threads);
-  config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = off ? 0 : 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-}
-
 template <typename TOut, int WARPS, int UNROLL, bool PIPE>
 void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegments<TOut>& yp,
                   int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
@@ -113,7 +96,7 @@ void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegme
   switch (m) {
 #define KITE_GEMV_CASE(R)                                                                     \
   case R:                                                                                     \
-    launch_pdl(gemv_kernel<R, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32, stream, xp, wp, bp, \
+    launch_pdl(gemv_kernel<R, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32, 0, stream, xp, wp, bp, \
                yp, n, k);                                                                     \
     break;
     KITE_GEMV_CASE(1)

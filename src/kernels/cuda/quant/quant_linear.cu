@@ -1,6 +1,7 @@
 // Quantized linear kernels (see quant_linear.h for the formats, layouts and numerics).
 #include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/cuda/quant/fp8_gemm_lt.h"
+#include "kernels/cuda/launch_pdl.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -495,25 +496,6 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
   }
 }
 
-// Launch with programmatic stream serialization (the kernel may start before the previous one
-// on the stream ends; it waits in pdl_wait() before reading x). KITE_CUDA_NO_PDL turns it off.
-template <typename... Params, typename... Args>
-void launch_pdl_smem(void (*kernel)(Params...), dim3 grid, int threads, size_t smem,
-                     cudaStream_t stream, Args... args) {
-  static const bool off = std::getenv("KITE_CUDA_NO_PDL") != nullptr;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = off ? 0 : 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-}
-
 constexpr int kDecMaxWarps = 16;
 
 // Warps per tile: the most (at most 16, at least U chunks each) that keep the whole grid in one
@@ -537,9 +519,9 @@ void launch_decode(const KParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_pad / 16));
   const size_t smem = static_cast<size_t>(kw) * 128 * 4;
   if (u == 2)
-    launch_pdl_smem(qdec_kernel<F, 2, TOut>, grid, kw * 32, smem, stream, p, cpw);
+    launch_pdl(qdec_kernel<F, 2, TOut>, grid, kw * 32, smem, stream, p, cpw);
   else
-    launch_pdl_smem(qdec_kernel<F, 4, TOut>, grid, kw * 32, smem, stream, p, cpw);
+    launch_pdl(qdec_kernel<F, 4, TOut>, grid, kw * 32, smem, stream, p, cpw);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
