@@ -9,7 +9,8 @@
 #               programmatic dependent launch) / --host-sampling, for A/B
 #   QUANT=1  batch-1 decode with --quantization fp8 / int8 / int4 (dummy quantized weights),
 #            and with --kv-cache-dtype fp8 (the log's "KV cache:" lines give the capacity)
-#   QUANT_THROUGHPUT=1  throughput at 128 concurrent, BF16 vs FP8
+#   QUANT_THROUGHPUT=1  throughput at 128 concurrent, BF16 vs FP8 weights (KV_DTYPES="auto fp8"
+#                       adds the FP8 KV cache to each)
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
 set -uo pipefail
@@ -65,11 +66,13 @@ if [ "${QUANT:-0}" = 1 ]; then
 fi
 if [ "${QUANT_THROUGHPUT:-0}" = 1 ]; then
   for q in none fp8; do
-    run timeout "${T_THROUGHPUT:-300}" ./build-cuda/kite bench throughput --model $LLAMA \
-      --load-format dummy --device cuda --input-len 1000 --output-len 1000 --num-prompts 128 \
-      --max-num-seqs 128 --max-num-batched-tokens 8192 --quantization $q \
-      --result-json "$OUT/thr_llama_128_$q.json"
-    cat "$OUT/thr_llama_128_$q.json" >>"$LOG" 2>/dev/null
+    for kv in ${KV_DTYPES:-auto}; do
+      run timeout "${T_THROUGHPUT:-300}" ./build-cuda/kite bench throughput --model $LLAMA \
+        --load-format dummy --device cuda --input-len 1000 --output-len 1000 --num-prompts 128 \
+        --max-num-seqs 128 --max-num-batched-tokens 8192 --quantization $q --kv-cache-dtype $kv \
+        --result-json "$OUT/thr_llama_128_${q}_$kv.json"
+      cat "$OUT/thr_llama_128_${q}_$kv.json" >>"$LOG" 2>/dev/null
+    done
   done
 fi
 if [ "${BENCH_THROUGHPUT:-0}" = 1 ]; then

@@ -227,8 +227,10 @@ class CudaBackend final : public Backend {
         },
         w.storage_bytes());
     const size_t bytes = quantized_linear_workspace_bytes(w, m);
+    const ScratchArena::Mark before = arena_.mark();
     void* ws = bytes ? arena_.allocate(bytes) : nullptr;  // step scratch: graph-safe
     cuda::quantized_linear(blas_, x, w, bias, y, ws, bytes, stream_);
+    arena_.rewind(before);  // the workspace lives only inside this op
   }
   void linear_split(const Tensor& x, const Tensor& w, const Tensor* bias,
                     std::span<Tensor* const> outs) override {
@@ -301,10 +303,13 @@ class CudaBackend final : public Backend {
     args.k_scale = k_scale_;
     // One cache for K and V (MLA's latent): one scale, as the CPU reads it.
     args.v_scale = v_cache.raw() == k_cache.raw() ? k_scale_ : v_scale_;
-    if (step_.decode)
+    if (step_.decode) {
+      const ScratchArena::Mark before = arena_.mark();
       paged_decode_attention(q, k_cache, v_cache, args, attention_ws_, out, stream_);
-    else
+      arena_.rewind(before);  // the split partials are merged inside the op
+    } else {
       paged_prefill_attention(q, k_cache, v_cache, args, out, stream_);
+    }
   }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     if (replaying()) return;

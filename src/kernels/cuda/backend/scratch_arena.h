@@ -27,6 +27,15 @@ class ScratchArena {
   };
   Mark mark() const { return {chunk_, offset_, in_use_}; }
   void advance_to(const Mark& m);
+  // Gives back everything allocated since `m` (LIFO): scratch an op used only inside itself
+  // (a quantized linear's activation codes, attention's split partials) is reused by the next
+  // op instead of piling up over the step's layers. Safe because every user of the arena runs
+  // on one stream: the next op's kernels start after this op's.
+  void rewind(const Mark& m) {
+    chunk_ = m.chunk;
+    offset_ = m.offset;
+    in_use_ = m.in_use;
+  }
   size_t peak_bytes() const { return peak_; }
   size_t reserved_bytes() const;
   // The owner handed to Tensor::wrap for arena tensors. It does not own the chunks (the arena
