@@ -107,15 +107,12 @@ struct PagedKv {
   float k_scale = 1.0f, v_scale = 1.0f;
 };
 
-// 8 FP8 E4M3 codes (8 bytes at src, or zeros): a read-only load, so the compiler may issue
-// several before the shared-memory stores that consume them.
-__device__ __forceinline__ uint2 load_fp8x8(const uint8_t* src, bool valid) {
-  return valid ? __ldg(reinterpret_cast<const uint2*>(src)) : make_uint2(0u, 0u);
-}
-
-// 8 FP8 codes -> 8 BF16 values code * scale, stored as one 16-byte chunk at dst (shared
-// memory): what cp_async16 would have copied from a BF16 cache.
-__device__ __forceinline__ void store_fp8x8_as_bf16(char* dst, uint2 raw, float scale) {
+// 8 FP8 E4M3 codes (8 bytes at src, or zeros) -> 8 BF16 values code * scale, stored as one
+// 16-byte chunk at dst (shared memory): what cp_async16 would have copied from a BF16 cache.
+__device__ __forceinline__ void fp8x8_to_bf16(char* dst, const uint8_t* src, float scale,
+                                              bool valid) {
+  uint2 raw = make_uint2(0u, 0u);
+  if (valid) raw = *reinterpret_cast<const uint2*>(src);
   const uint8_t* b = reinterpret_cast<const uint8_t*>(&raw);
   uint4 out;
   uint32_t* o = reinterpret_cast<uint32_t*>(&out);
@@ -137,86 +134,42 @@ __device__ __forceinline__ void store_fp8x8_as_bf16(char* dst, uint2 raw, float 
 // once per row it copies, for K and V together. Keys at or past `valid_end` are zero-filled
 // (their slots may hold anything, NaN included). Returns false when a block id it needed was
 // outside the cache (that row is zero-filled; the caller turns the result into NaN). FP8 caches
-// are read with plain read-only loads and converted into the same BF16 tiles (synchronous, so
-// the tile is complete once the caller's barrier is passed, as cp.async's is after its wait);
-// for GQA head dims all of a thread's loads are issued before the first conversion.
-// The cache slot of `key` (valid = key < valid_end and its block id inside the cache; ok turns
-// false for an id outside it).
-__device__ __forceinline__ int64_t kv_slot(const PagedKv& kv, int key, int valid_end,
-                                           bool& valid, bool& ok) {
-  valid = key < valid_end;
-  if (!valid) return 0;
-  const int32_t block = kv.block_table[static_cast<unsigned>(key) / kv.block_size];
-  if (block < 0 || block >= kv.num_blocks) {
-    ok = false;
-    valid = false;
-    return 0;
-  }
-  return static_cast<int64_t>(block) * kv.block_size + static_cast<unsigned>(key) % kv.block_size;
-}
-
+// are read with plain loads and converted into the same BF16 tiles (synchronous, so the tile
+// is complete once the caller's barrier is passed, as cp.async's is after its wait).
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                               int key0, int valid_end, int tid) {
   static_assert(THREADS % 8 == 0 && ROWS % (THREADS / 8) == 0, "rows must split over threads");
   constexpr int kRowsPerPass = THREADS / 8;
-  constexpr int kPasses = ROWS / kRowsPerPass;
   const int c0 = tid % 8;
   bool ok = true;
-  if constexpr (DK <= 256 && DV <= 256) {
-    if (kv.fp8) {
-      // FP8 with GQA head dims: every load of this thread's rows first (up to 32 in flight),
-      // then the conversions into the BF16 tiles.
-      constexpr int KC = (DK / 8 + 7) / 8, VC = (DV / 8 + 7) / 8 > 0 ? (DV / 8 + 7) / 8 : 1;
-      uint2 kr[kPasses][KC], vr[kPasses][VC];
 #pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        bool valid;
-        const int64_t slot = kv_slot(kv, key0 + tid / 8 + i * kRowsPerPass, valid_end, valid, ok);
-        const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) +
-                               (valid ? slot * kv.k_slot_stride + kv.k_head_offset : 0);
-        const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) +
-                               (valid ? slot * kv.v_slot_stride + kv.v_head_offset : 0);
-#pragma unroll
-        for (int j = 0; j < KC; ++j)
-          kr[i][j] = load_fp8x8(k_src + (c0 + 8 * j) * 8, valid && c0 + 8 * j < DK / 8);
-#pragma unroll
-        for (int j = 0; j < VC; ++j)
-          vr[i][j] = load_fp8x8(v_src + (c0 + 8 * j) * 8, valid && c0 + 8 * j < DV / 8);
-      }
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const int row = tid / 8 + i * kRowsPerPass;
-#pragma unroll
-        for (int j = 0; j < KC; ++j)
-          if (c0 + 8 * j < DK / 8)
-            store_fp8x8_as_bf16(k_tile + swz<DK>(row, c0 + 8 * j), kr[i][j], kv.k_scale);
-#pragma unroll
-        for (int j = 0; j < VC; ++j)
-          if (c0 + 8 * j < DV / 8)
-            store_fp8x8_as_bf16(v_tile + swz<DV>(row, c0 + 8 * j), vr[i][j], kv.v_scale);
-      }
-      return ok;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
+  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
     const int row = tid / 8 + i * kRowsPerPass;
-    bool valid;
-    const int64_t slot = kv_slot(kv, key0 + row, valid_end, valid, ok);
+    const int key = key0 + row;
+    bool valid = key < valid_end;
+    int64_t slot = 0;
+    if (valid) {
+      const int32_t block = kv.block_table[static_cast<unsigned>(key) / kv.block_size];
+      if (block < 0 || block >= kv.num_blocks) {
+        ok = false;
+        valid = false;
+      } else {
+        slot = static_cast<int64_t>(block) * kv.block_size +
+               static_cast<unsigned>(key) % kv.block_size;
+      }
+    }
     const int64_t k_at = valid ? slot * kv.k_slot_stride + kv.k_head_offset : 0;
     const int64_t v_at = valid ? slot * kv.v_slot_stride + kv.v_head_offset : 0;
-    if (kv.fp8) {  // MLA's 576-wide latent rows: one row's chunks at a time
+    if (kv.fp8) {
       const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
       const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
 #pragma unroll
       for (int c = c0; c < DK / 8; c += 8)
-        store_fp8x8_as_bf16(k_tile + swz<DK>(row, c), load_fp8x8(k_src + c * 8, valid),
-                            kv.k_scale);
+        fp8x8_to_bf16(k_tile + swz<DK>(row, c), k_src + c * 8, kv.k_scale, valid);
 #pragma unroll
       for (int c = c0; c < DV / 8; c += 8)
-        store_fp8x8_as_bf16(v_tile + swz<DV>(row, c), load_fp8x8(v_src + c * 8, valid),
-                            kv.v_scale);
+        fp8x8_to_bf16(v_tile + swz<DV>(row, c), v_src + c * 8, kv.v_scale, valid);
       continue;
     }
     const bf16* k_src = static_cast<const bf16*>(kv.k_cache) + k_at;
