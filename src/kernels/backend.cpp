@@ -54,8 +54,15 @@ void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* 
                                 " columns, the weight " + std::to_string(weight.size(0)));
 }
 
-void Backend::moe_experts(const Tensor&, const Tensor&, const ops::MoeRoutingParams&,
-                          const Tensor&, const Tensor&, Tensor&) {
+void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& out) {
+  const int64_t m = x.numel() / gate_up.size(1);
+  Tensor both = empty({m, gate_up.size(0)}, out.dtype());
+  linear(x, gate_up, nullptr, both);
+  silu_mul(both, out);
+}
+
+void Backend::moe_experts(const Tensor&, const Tensor&, const ops::MoeRoutingParams&, const Tensor&,
+                          const Tensor&, Tensor&) {
   throw std::logic_error(name() + " backend: MoE runs per expert (layers/moe) on this backend");
 }
 
@@ -89,8 +96,9 @@ Result<std::shared_ptr<Backend>> create_backend(Device device) {
     std::lock_guard lock(registry_mutex());
     auto it = registry().find(device);
     if (it == registry().end())
-      return unsupported("this kite binary was built without the CUDA backend "
-                         "(build with -DKITE_CUDA=ON: tools/cuda/build.sh)");
+      return unsupported(
+          "this kite binary was built without the CUDA backend "
+          "(build with -DKITE_CUDA=ON: tools/cuda/build.sh)");
     factory = it->second;
   }
   return factory();
@@ -100,7 +108,8 @@ Result<Device> parse_device(std::string_view name, bool cuda_usable) {
   if (name == "cpu") return Device::kCpu;
   if (name == "cuda") return Device::kCuda;
   if (name == "auto") return cuda_usable ? Device::kCuda : Device::kCpu;
-  return invalid_argument("unknown device '" + std::string(name) + "' (expected auto, cpu or cuda)");
+  return invalid_argument("unknown device '" + std::string(name) +
+                          "' (expected auto, cpu or cuda)");
 }
 
 std::string_view device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }

@@ -131,6 +131,10 @@ class Backend {
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                             Tensor& out) = 0;
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out [T, I] = silu(x · Wg^T) * (x · Wu^T) for gate_up = [Wg; Wu] [2I, in] (a gated MLP's
+  // input, no bias). The default runs linear() then silu_mul(); the CUDA backend's decode GEMV
+  // does both in one pass.
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& out);
   // out[t] = table[step token t].
   virtual void embedding(const Tensor& table, Tensor& out) = 0;
   // The attention input step, with the step's cos/sin and slots: rotates q's dims
@@ -140,8 +144,8 @@ class Backend {
                               const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                               ops::RopeStyle style) = 0;
   // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
-  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                         float scale, Tensor& out) = 0;
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
+                         Tensor& out) = 0;
   // out[i] = x[rows[i]] (rows: I32 from index()).
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out[rows[i]] += weights[i] * y[i], in order of i (rows I32, weights F32, from index() and

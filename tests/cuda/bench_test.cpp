@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -185,6 +186,67 @@ TEST(CudaBench, DISABLED_BenchLinear) {
       report_bytes(name + " (weights)", ms, 2.0 * n * k);
     }
   }
+}
+
+// The decode GEMV kernels side by side on the Llama-3-8B decode shapes (and 8192²), M = 1 and
+// 8. Each timed call reads a different copy of W (copies rotate through >= 512 MB), so no run
+// finds its weights in L2, as in a model step. The last column is each kernel's largest
+// relative difference from the warp-per-row kernel's output.
+TEST(CudaBench, DISABLED_BenchGemvKernels) {
+  struct Shape { const char* name; int64_t n, k; };
+  const Shape shapes[] = {{"gate_up 28672x4096", 28672, 4096}, {"down 4096x14336", 4096, 14336},
+                          {"qkv 6144x4096", 6144, 4096},        {"o 4096x4096", 4096, 4096},
+                          {"lm_head 128256x4096", 128256, 4096}, {"8192x8192", 8192, 8192}};
+  const std::pair<GemvKernel, const char*> kernels[] = {{GemvKernel::kWarpPerRow, "warp"},
+                                                         {GemvKernel::kBulk, "bulk"}};
+  const GemvKernel saved = gemv_kernel();
+  for (const Shape& sh : shapes) {
+    const double bytes = 2.0 * sh.n * sh.k;
+    const int copies = std::max(2, static_cast<int>((512e6 + bytes - 1) / bytes));
+    std::vector<Tensor> ws;
+    for (int c = 0; c < copies; ++c)
+      ws.push_back(random_device({sh.n, sh.k}, DType::kBF16, 40 + c, -0.05f, 0.05f));
+    for (int64_t m : {1, 2, 8}) {
+      Tensor x = random_device({m, sh.k}, DType::kBF16, 39);
+      Tensor y = device_empty({m, sh.n}, DType::kBF16);
+      Tensor ref;
+      for (const auto& [kernel, label] : kernels) {
+        set_gemv_kernel(kernel);
+        int next = 0;
+        const double ms = median_ms([&] {
+          gemv(x, ws[next], nullptr, y, m, test_stream());
+          next = (next + 1) % copies;
+        });
+        gemv(x, ws[0], nullptr, y, m, test_stream());
+        const Tensor got = download(y);
+        if (kernel == GemvKernel::kWarpPerRow) ref = got;
+        const double diff = rel_error(got, ref);
+        report_bytes(std::string("gemv ") + label + " M" + std::to_string(m) + " " + sh.name, ms,
+                     bytes);
+        std::printf("      (vs warp kernel: %.2e)\n", diff);
+      }
+      if (sh.n == 28672) {  // the MLP input: gate_up GEMV + silu_mul, or both in one kernel
+        Tensor act = device_empty({m, sh.n / 2}, DType::kBF16);
+        for (bool fused : {false, true}) {
+          set_gemv_kernel(fused ? GemvKernel::kBulk : GemvKernel::kAuto);
+          int next = 0;
+          const double ms = median_ms([&] {
+            if (fused) {
+              gemv_silu_mul(x, ws[next], act, m, test_stream());
+            } else {
+              gemv(x, ws[next], nullptr, y, m, test_stream());
+              silu_mul(y, act, test_stream());
+            }
+            next = (next + 1) % copies;
+          });
+          report_bytes(std::string(fused ? "gemv_silu_mul fused" : "gemv + silu_mul") + " M" +
+                           std::to_string(m) + " " + sh.name,
+                       ms, bytes);
+        }
+      }
+    }
+  }
+  set_gemv_kernel(saved);
 }
 
 TEST(CudaBench, DISABLED_BenchSamplingAndRouting) {

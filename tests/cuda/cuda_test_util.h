@@ -101,6 +101,23 @@ inline bool all_nan(const float* p, int64_t n) {
   return true;
 }
 
+// y = x · W^T (+ bias) in float64 over host F32 tensors (x [M, K], W [N, K]): the reference the
+// linear and GEMV tests compare against (exact on the rounded inputs both sides see).
+inline Tensor linear_ref(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const int64_t n = w.size(0), k = w.size(1), m = x.numel() / k;
+  Tensor y = Tensor::empty({m, n});
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias ? bias->data<float>()[j] : 0.0;
+      const float* xr = x.data<float>() + i * k;
+      const float* wr = w.data<float>() + j * k;
+      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(xr[p]) * wr[p];
+      y.data<float>()[i * n + j] = static_cast<float>(acc);
+    }
+  }
+  return y;
+}
+
 inline std::string dtype_label(DType dtype) { return std::string(dtype_name(dtype)); }
 
 }  // namespace kite::cuda::testing

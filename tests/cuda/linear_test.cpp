@@ -14,21 +14,6 @@ namespace {
 
 using namespace testing;
 
-Tensor linear_ref(const Tensor& x, const Tensor& w, const Tensor* bias) {
-  const int64_t n = w.size(0), k = w.size(1), m = x.numel() / k;
-  Tensor y = Tensor::empty({m, n});
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = bias ? bias->data<float>()[j] : 0.0;
-      const float* xr = x.data<float>() + i * k;
-      const float* wr = w.data<float>() + j * k;
-      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(xr[p]) * wr[p];
-      y.data<float>()[i * n + j] = static_cast<float>(acc);
-    }
-  }
-  return y;
-}
-
 struct LinearCase {
   DType in, out;
   int64_t m, n, k;

@@ -7,6 +7,10 @@
 #   kite bench latency on the Llama-3-8B and DeepSeek-V2-Lite shapes (dummy BF16 weights)
 #   EAGER_AB=1  the same with --enforce-eager (no CUDA graphs), KITE_CUDA_NO_PDL=1 (no
 #               programmatic dependent launch) / --host-sampling, for A/B
+#   GEMV_AB=1  batch-1 decode with each decode GEMV kernel (KITE_CUDA_GEMV; GEMV_KERNELS)
+#   BULK_MIN_AB=1  batch-1 decode with the bulk GEMV from 40 MB (o on the warp kernel) / 32 MB
+#   PDL_AB=1  batch-1 decode with PDL for the GEMVs only (default) / all decode kernels / none
+#   SPLIT_AB=1  batch-1 decode with decode attention's old minimum split (256 keys) and the new
 #   QUANT=1  batch-1 decode with --quantization fp8 / int8 / int4 (dummy quantized weights),
 #            and with --kv-cache-dtype fp8 (the log's "KV cache:" lines give the capacity)
 #   QUANT_THROUGHPUT=1  throughput at 128 concurrent, BF16 vs FP8 weights (KV_DTYPES="auto fp8"
@@ -56,6 +60,33 @@ if [ "${EAGER_AB:-0}" = 1 ]; then
   lat dsv2lite_b1_eager $DSV2 1 512 64 --enforce-eager
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64_eager $LLAMA 64 128 64 --enforce-eager
   [ "${BATCH64:-1}" = 1 ] && lat llama_b64_host_sampling $LLAMA 64 128 64 --host-sampling
+fi
+# The decode GEMV kernels (KITE_CUDA_GEMV, gemm/gemv.h) at model level, same session.
+if [ "${GEMV_AB:-0}" = 1 ]; then
+  for g in ${GEMV_KERNELS:-warp bulk8x4096 bulk8x2048 bulk4x2048}; do
+    KITE_CUDA_GEMV=$g lat "llama_b1_gemv_$g" $LLAMA 1 512 64
+    KITE_CUDA_GEMV=$g lat "dsv2lite_b1_gemv_$g" $DSV2 1 512 64
+  done
+fi
+# The bulk GEMV's size threshold (KITE_CUDA_GEMV_BULK_MIN): 40 MB leaves Llama's o (33.5 MB)
+# to the warp kernel.
+if [ "${BULK_MIN_AB:-0}" = 1 ]; then
+  KITE_CUDA_GEMV_BULK_MIN=40000000 lat llama_b1_bulk_min40 $LLAMA 1 512 64
+  lat llama_b1_bulk_min32 $LLAMA 1 512 64
+fi
+# Programmatic dependent launch for the small decode kernels too (KITE_CUDA_PDL_ALL), twice
+# each, interleaved.
+if [ "${PDL_AB:-0}" = 1 ]; then
+  for i in 1 2; do
+    lat "llama_b1_pdl_gemv_$i" $LLAMA 1 512 64
+    KITE_CUDA_PDL_ALL=1 lat "llama_b1_pdl_all_$i" $LLAMA 1 512 64
+  done
+  KITE_CUDA_NO_PDL=1 lat llama_b1_pdl_none $LLAMA 1 512 64
+fi
+# Decode attention's split size at batch 1 (KITE_CUDA_DECODE_SPLIT_KEYS: 256 was the default).
+if [ "${SPLIT_AB:-0}" = 1 ]; then
+  KITE_CUDA_DECODE_SPLIT_KEYS=256 lat llama_b1_split256 $LLAMA 1 512 64
+  lat llama_b1_split64 $LLAMA 1 512 64
 fi
 # Quantized weights (issue 7), same session: batch-1 decode per format, then offline
 # throughput at 128 concurrent, BF16 vs FP8.

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/launch_pdl.cuh"
 
 namespace kite::cuda {
 namespace {
@@ -18,6 +19,7 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
                                 const T* __restrict__ weight, T* out, int hidden, float eps) {
   __shared__ float scratch[32];
   pdl_trigger();  // the decode GEMV that follows may start loading its weights
+  pdl_wait();     // launched early itself (PDL): x and residual come from the kernel before
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * hidden;
   const T* x_row = x + row_offset;
   T* res_row = kAddResidual ? residual + row_offset : nullptr;
@@ -77,9 +79,11 @@ void launch_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float 
       static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (vecs + 31) / 32 * 32)));
   const auto h = static_cast<int>(hidden);
   if (vectorised) {
-    rms_norm_kernel<T, kVec, kAddResidual><<<rows, threads, 0, stream>>>(xp, rp, wp, op, h, eps);
+    launch_pdl_if(pdl_for_small_kernels(), rms_norm_kernel<T, kVec, kAddResidual>, dim3(rows),
+                  threads, 0, stream, xp, rp, wp, op, h, eps);
   } else {
-    rms_norm_kernel<T, 1, kAddResidual><<<rows, threads, 0, stream>>>(xp, rp, wp, op, h, eps);
+    launch_pdl_if(pdl_for_small_kernels(), rms_norm_kernel<T, 1, kAddResidual>, dim3(rows), threads,
+                  0, stream, xp, rp, wp, op, h, eps);
   }
   KITE_CUDA_CHECK_LAUNCH();
 }

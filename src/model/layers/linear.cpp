@@ -52,8 +52,8 @@ Status place_quantized(Backend& be, const std::string& name, Linear& l) {
   }
   if (!l.prepared)
     return unsupported("'" + name + "': the " + std::string(device_name(be.device())) +
-                       " backend does not run " +
-                       std::string(quant_format_name(l.quant->format)) + " weights");
+                       " backend does not run " + std::string(quant_format_name(l.quant->format)) +
+                       " weights");
   l.prepared_out = l.quant->out_features;
   l.prepared_in = l.quant->in_features;
   l.quant.reset();
@@ -131,6 +131,16 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
   return outs;
 }
 
+Tensor Linear::silu_mul(Backend& be, const Tensor& x) const {
+  Tensor act = be.empty({x.size(0), out_features() / 2});
+  if (quantized() || bias.defined() || active_recorder()) {
+    be.silu_mul((*this)(be, x), act);
+    return act;
+  }
+  be.linear_silu_mul(x, weight, act);
+  return act;
+}
+
 Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::string& name,
                             int64_t out, int64_t in, bool with_bias) {
   Linear l;
@@ -161,8 +171,7 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
 
 Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
                                     const std::vector<std::string>& names,
-                                    const std::vector<int64_t>& outs, int64_t in,
-                                    bool with_bias) {
+                                    const std::vector<int64_t>& outs, int64_t in, bool with_bias) {
   int64_t total = 0;
   for (int64_t o : outs) total += o;
   Linear l;

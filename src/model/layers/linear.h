@@ -39,6 +39,9 @@ struct Linear {
   // The same for a stacked weight, its output split into consecutive parts of `widths`
   // features, each returned as its own [T, width] tensor (Backend::linear_split).
   std::vector<Tensor> split(Backend& be, const Tensor& x, std::span<const int64_t> widths) const;
+  // silu(gate) * up [T, out / 2] for a stacked [gate; up] weight (Backend::linear_silu_mul;
+  // quantized, with a bias or under the activation recorder: this linear, then silu_mul).
+  Tensor silu_mul(Backend& be, const Tensor& x) const;
 
   // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
   static Result<Linear> load(Backend& be, const WeightStore& weights, const std::string& name,

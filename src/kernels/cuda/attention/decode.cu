@@ -12,6 +12,7 @@
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda {
@@ -121,6 +122,8 @@ template <typename T>
 __global__ void decode_combine_kernel(const KernelParams p) {
   __shared__ float weights[kMaxSplits];
   __shared__ float scratch[32];
+  pdl_trigger();
+  pdl_wait();  // launched early (PDL): the partials come from the split kernel
   const int64_t row = blockIdx.x;
   const float* ml = p.part_ml + row * p.num_splits * 2;
   float local_max = -INFINITY;
@@ -162,7 +165,8 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
   decode_split_kernel<T, DQK, DV><<<grid, kWarps * 32, 0, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
   if (p.num_splits > 1) {
-    decode_combine_kernel<T><<<p.num_seqs * p.num_heads, 128, 0, stream>>>(p);
+    launch_pdl_if(pdl_for_small_kernels(), decode_combine_kernel<T>, dim3(p.num_seqs * p.num_heads),
+                  128, 0, stream, p);
     KITE_CUDA_CHECK_LAUNCH();
   }
 }
@@ -171,7 +175,8 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
 
 namespace attention {
 void launch_decode_combine(const KernelParams& p, cudaStream_t stream) {
-  decode_combine_kernel<bf16><<<p.num_seqs * p.num_heads, 128, 0, stream>>>(p);
+  launch_pdl_if(pdl_for_small_kernels(), decode_combine_kernel<bf16>,
+                dim3(p.num_seqs * p.num_heads), 128, 0, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 }  // namespace attention

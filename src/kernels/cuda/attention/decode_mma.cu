@@ -12,10 +12,12 @@
 // time, with a tile in flight while the previous one is used.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda::attention {
@@ -28,7 +30,17 @@ constexpr int kWarps = 4;
 constexpr int kRows = 16;    // query heads per block
 constexpr int kBlockN = 64;  // keys per tile, 16 per warp
 constexpr int kMaxSplits = 256;
-constexpr int64_t kMinKeysPerSplit = 256;
+// One key tile per split at least: a short context at batch 1 (8 kv heads) still spreads over
+// ~100 blocks of one tile each instead of a few blocks walking 4+ tiles one after another.
+// KITE_CUDA_DECODE_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
+int64_t min_keys_per_split() {
+  static const int64_t keys = [] {
+    const char* v = std::getenv("KITE_CUDA_DECODE_SPLIT_KEYS");
+    const long long n = v ? std::atoll(v) : 0;
+    return n >= kBlockN ? static_cast<int64_t>(n) : int64_t{kBlockN};
+  }();
+  return keys;
+}
 
 template <int DQK, int DV>
 struct DecodeLayout {
@@ -46,6 +58,8 @@ __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
   using L = DecodeLayout<DQK, DV>;
   extern __shared__ __align__(128) char smem[];
+  pdl_trigger();
+  pdl_wait();  // launched early (PDL): q and the cache come from the kernels before
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int group = p.num_heads / p.num_kv_heads;
@@ -232,7 +246,8 @@ void run_decode_mma(const KernelParams& p, int head_blocks, cudaStream_t stream)
   (void)configured;
   const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * p.num_kv_heads * head_blocks),
                   p.num_splits);
-  decode_mma_kernel<DQK, DV><<<grid, kThreads, kSmem, stream>>>(p, head_blocks);
+  launch_pdl_if(pdl_for_small_kernels(), decode_mma_kernel<DQK, DV>, grid, kThreads, kSmem, stream,
+                p, head_blocks);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
@@ -248,14 +263,14 @@ bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   const int head_blocks = (group + kRows - 1) / kRows;
   const int64_t ctas = int64_t{p.num_seqs} * p.num_kv_heads * head_blocks;
   if (ctas > INT32_MAX) return false;
-  // About four blocks per multiprocessor, each with at least kMinKeysPerSplit keys.
+  // About four blocks per multiprocessor, each with at least min_keys_per_split() keys.
   const int64_t max_len = std::max<int64_t>(args.max_seq_len, 1);
   if (args.num_splits > 0) {
     p.num_splits = std::min(args.num_splits, kMaxSplits);
   } else {
     const int64_t target = 4 * int64_t{device_properties().multiProcessorCount};
     const int64_t wanted = (target + ctas - 1) / ctas;
-    const int64_t useful = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+    const int64_t useful = (max_len + min_keys_per_split() - 1) / min_keys_per_split();
     p.num_splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
   }
   p.keys_per_split =

@@ -36,7 +36,9 @@ uint64_t name_hash(const std::string& s) {  // FNV-1a: dummy weights' per-tensor
 
 // One pinned host allocation, freed with its last owner.
 struct PinnedBlock {
-  explicit PinnedBlock(size_t bytes) : size(bytes) { KITE_CUDA_CHECK(cudaMallocHost(&data, bytes)); }
+  explicit PinnedBlock(size_t bytes) : size(bytes) {
+    KITE_CUDA_CHECK(cudaMallocHost(&data, bytes));
+  }
   ~PinnedBlock() { cudaFreeHost(data); }
   PinnedBlock(const PinnedBlock&) = delete;
   PinnedBlock& operator=(const PinnedBlock&) = delete;
@@ -91,7 +93,9 @@ std::string dims(std::initializer_list<int64_t> d) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() { KITE_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming)); }
+  CudaBackend() {
+    KITE_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
+  }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     cudaEventDestroy(upload_done_);
@@ -100,7 +104,9 @@ class CudaBackend final : public Backend {
   using Backend::empty;  // the compute-dtype overloads, hidden by the overrides below
   using Backend::zeros;
   Device device() const override { return Device::kCuda; }
-  std::string name() const override { return std::string("cuda (") + device_properties().name + ")"; }
+  std::string name() const override {
+    return std::string("cuda (") + device_properties().name + ")";
+  }
   DType compute_dtype() const override { return DType::kBF16; }
 
   // ---- memory
@@ -160,8 +166,8 @@ class CudaBackend final : public Backend {
     // A block still viewed by an earlier result is left to it and a new one is made.
     if (!host_out_ || host_out_.use_count() > 1 || host_out_->size < t.size_bytes())
       host_out_ = std::make_shared<PinnedBlock>(t.size_bytes());
-    KITE_CUDA_CHECK(cudaMemcpyAsync(host_out_->data, t.raw(), t.size_bytes(),
-                                    cudaMemcpyDeviceToHost, stream_));
+    KITE_CUDA_CHECK(
+        cudaMemcpyAsync(host_out_->data, t.raw(), t.size_bytes(), cudaMemcpyDeviceToHost, stream_));
     stream_.synchronize();
     return Tensor::wrap(host_out_->data, t.shape(), DType::kF32,
                         std::shared_ptr<void>(host_out_, host_out_->data), Device::kCpu);
@@ -202,8 +208,11 @@ class CudaBackend final : public Backend {
   // ---- ops
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
     if (replaying()) return;
-    TimedOp timed = time_op([&] { return "linear " + dims({x.numel() / w.size(1), w.size(0), w.size(1)}); },
-                            static_cast<int64_t>(w.size_bytes()));
+    TimedOp timed = time_op(
+        [&] {
+          return "linear " + dims({x.numel() / w.size(1), w.size(0), w.size(1)});
+        },
+        static_cast<int64_t>(w.size_bytes()));
     cuda::linear(blas_, x, w, bias, y, stream_);
   }
   std::shared_ptr<const void> prepare_quantized(const QuantizedWeight& w) override {
@@ -244,8 +253,11 @@ class CudaBackend final : public Backend {
       direct = direct && o->dtype() == outs[0]->dtype() && o->numel() == m * o->size(-1) &&
                (!bias || bias->dtype() == o->dtype());
     if (!direct) return Backend::linear_split(x, w, bias, outs);
-    TimedOp timed = time_op([&] { return "linear " + dims({m, w.size(0), k}) + " split"; },
-                            static_cast<int64_t>(w.size_bytes()));
+    TimedOp timed = time_op(
+        [&] {
+          return "linear " + dims({m, w.size(0), k}) + " split";
+        },
+        static_cast<int64_t>(w.size_bytes()));
     gemv_split(x, w, bias, outs, m, stream_);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
@@ -263,6 +275,17 @@ class CudaBackend final : public Backend {
     if (replaying()) return;
     TimedOp timed = time_op([] { return std::string("silu_mul"); });
     cuda::silu_mul(gate_up, out, stream_);
+  }
+  void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
+    if (replaying()) return;
+    if (!gemv_silu_mul_applies(x, w, out)) return Backend::linear_silu_mul(x, w, out);
+    const int64_t m = x.numel() / w.size(1);
+    TimedOp timed = time_op(
+        [&] {
+          return "linear " + dims({m, w.size(0), w.size(1)}) + " silu_mul";
+        },
+        static_cast<int64_t>(w.size_bytes()));
+    gemv_silu_mul(x, w, out, m, stream_);
   }
   void embedding(const Tensor& table, Tensor& out) override {
     if (replaying()) return;
@@ -360,8 +383,9 @@ class CudaBackend final : public Backend {
     const int64_t read = std::min(experts, t * k);
     Tensor gu = empty({t * k, 2 * inter});
     timed.reset();
-    timed.emplace(time_op([&] { return std::string("moe experts gate_up ") + (gemv ? "gemv" : "gemm"); },
-                          static_cast<int64_t>(gate_up.size_bytes() / experts * read)));
+    timed.emplace(
+        time_op([&] { return std::string("moe experts gate_up ") + (gemv ? "gemv" : "gemm"); },
+                static_cast<int64_t>(gate_up.size_bytes() / experts * read)));
     experts_linear(xp, gate_up, gu);
     timed.reset();
     Tensor act = empty({t * k, inter});
@@ -369,8 +393,9 @@ class CudaBackend final : public Backend {
     cuda::silu_mul(gu, act, stream_);
     timed.reset();
     Tensor yp = empty({t * k, d});
-    timed.emplace(time_op([&] { return std::string("moe experts down ") + (gemv ? "gemv" : "gemm"); },
-                          static_cast<int64_t>(down.size_bytes() / experts * read)));
+    timed.emplace(
+        time_op([&] { return std::string("moe experts down ") + (gemv ? "gemv" : "gemm"); },
+                static_cast<int64_t>(down.size_bytes() / experts * read)));
     experts_linear(act, down, yp);
     timed.reset();
     timed.emplace(time_op([] { return std::string("moe combine"); }));
@@ -387,8 +412,11 @@ class CudaBackend final : public Backend {
   void head_linear(const Tensor& x, int64_t x_off, const Tensor& w, Tensor& y,
                    int64_t y_off) override {
     if (replaying()) return;
-    TimedOp timed = time_op([&] { return "head_linear " + dims({x.size(0), w.size(0), w.size(1), w.size(2)}); },
-                            static_cast<int64_t>(w.size_bytes()));
+    TimedOp timed = time_op(
+        [&] {
+          return "head_linear " + dims({x.size(0), w.size(0), w.size(1), w.size(2)});
+        },
+        static_cast<int64_t>(w.size_bytes()));
     head_linear_.run(blas_, x, x_off, w, y, y_off, stream_);
   }
   void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
@@ -511,8 +539,8 @@ std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logit
   bool general = false, penalties = false;
   for (const DeviceSamplingRow& row : rows) {
     const SamplingParams& p = *row.params;
-    penalties |= p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-                 p.presence_penalty != 0.0f;
+    penalties |=
+        p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
     general |= !p.is_greedy();
   }
   if (general || penalties) {

@@ -1,5 +1,3 @@
-#include "kernels/cuda/gemm/gemv.h"
-
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
@@ -8,26 +6,20 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/dot_bf16.cuh"
+#include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/gemm/gemv_out.cuh"
 #include "kernels/cuda/launch_pdl.cuh"
 
 namespace kite::cuda {
 namespace {
 
-// Where output row (feature) `row` goes: segment s owns rows [begin[s], begin[s+1]) and
-// writes them to its own [M, begin[s+1] - begin[s]] tensor (q, k and v from one stacked W).
-template <typename TOut>
-struct OutSegments {
-  TOut* y[kGemvMaxSegments];
-  int64_t begin[kGemvMaxSegments + 1];
-  int count;
-};
-
 // One warp per output feature (WARPS per block), UNROLL 16-byte weight loads per lane per step;
 // with PIPE the next step's loads are issued before this step's FMAs (two steps in flight).
 template <int M, typename TOut, int WARPS, int UNROLL, bool PIPE>
 __global__ void __launch_bounds__(WARPS * 32)
-    gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n, int64_t k) {
+    gemv_warp_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                     const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n,
+                     int64_t k) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * WARPS + warp;
   if (row >= n) return;
@@ -72,15 +64,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
-  if (lane == 0) {
-    const float b = bias ? to_float(bias[row]) : 0.0f;
-    int s = 0;
-    while (s + 1 < out.count && row >= out.begin[s + 1]) ++s;
-    const int64_t width = out.begin[s + 1] - out.begin[s], col = row - out.begin[s];
-    TOut* y = out.y[s];
-#pragma unroll
-    for (int m = 0; m < M; ++m) y[m * width + col] = from_float<TOut>(acc[m] + b);
-  }
+  if (lane == 0) write_feature<M>(out, bias, row, acc);
 }
 
 // The kernel shape: 8 warps per block, 4 loads in flight per lane, no software pipelining.
@@ -94,10 +78,10 @@ void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegme
                   int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n + WARPS - 1) / WARPS));
   switch (m) {
-#define KITE_GEMV_CASE(R)                                                                     \
-  case R:                                                                                     \
-    launch_pdl(gemv_kernel<R, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32, 0, stream, xp, wp, bp, \
-               yp, n, k);                                                                     \
+#define KITE_GEMV_CASE(R)                                                                       \
+  case R:                                                                                       \
+    launch_pdl(gemv_warp_kernel<R, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32, 0, stream, xp, \
+               wp, bp, yp, n, k);                                                               \
     break;
     KITE_GEMV_CASE(1)
     KITE_GEMV_CASE(2)
@@ -114,9 +98,30 @@ void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegme
   KITE_CUDA_CHECK_LAUNCH();
 }
 
+GemvKernel g_kernel = GemvKernel::kAuto;
+
+int64_t bulk_min_bytes() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("KITE_CUDA_GEMV_BULK_MIN");
+    return v ? static_cast<int64_t>(std::atoll(v)) : kGemvBulkMinBytes;
+  }();
+  return bytes;
+}
+
+GemvKernel choose(int64_t m, int64_t n, int64_t k) {
+  if (g_kernel != GemvKernel::kAuto) return g_kernel;
+  // Measured on the H200 (BENCHMARKS.md, "decode GEMV kernels"): at M = 1 the bulk stream is
+  // up to 1.2x faster on the large shapes (gate_up, lm_head) and level at ~33 MB (o of
+  // Llama-3-8B) in isolation, where inside a step its weight stream starts before the kernel
+  // ahead finishes (PDL); below that (DeepSeek-V2-Lite's projections) and from M = 2 on — its 8
+  // consumer warps per SM cannot keep up with the dot products of several rows — the warp
+  // kernel is as fast or faster.
+  return m == 1 && 2 * n * k >= bulk_min_bytes() ? GemvKernel::kBulk : GemvKernel::kWarpPerRow;
+}
+
 template <typename TOut>
 void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys,
-            int64_t m, cudaStream_t stream) {
+            int64_t m, bool gated, cudaStream_t stream) {
   const int64_t n = w.size(0), k = w.size(1);
   const bf16* xp = x.data<bf16>();
   const bf16* wp = w.data<bf16>();
@@ -128,10 +133,26 @@ void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tens
     yp.y[s] = ys[s]->data<TOut>();
     yp.begin[s + 1] = yp.begin[s] + ys[s]->size(-1);
   }
-  launch_shape<TOut, kWarps, kUnroll, kPipelined>(xp, wp, bp, yp, m, n, k, stream);
+  if (gated || choose(m, n, k) == GemvKernel::kBulk)
+    launch_gemv_bulk<TOut>(xp, wp, bp, yp, m, n, k, gated, stream);
+  else
+    launch_shape<TOut, kWarps, kUnroll, kPipelined>(xp, wp, bp, yp, m, n, k, stream);
 }
 
+// KITE_CUDA_GEMV=warp|bulk forces one kernel for a whole run (an A/B switch for the model
+// benchmarks); unset or anything else: kAuto.
+const bool g_kernel_from_env = [] {
+  const char* v = std::getenv("KITE_CUDA_GEMV");
+  const std::string name = v ? v : "";
+  if (name == "warp") g_kernel = GemvKernel::kWarpPerRow;
+  if (name == "bulk") g_kernel = GemvKernel::kBulk;
+  return true;
+}();
+
 }  // namespace
+
+void set_gemv_kernel(GemvKernel kernel) { g_kernel = kernel; }
+GemvKernel gemv_kernel() { return g_kernel; }
 
 bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y) {
   static const bool off = std::getenv("KITE_CUDA_NO_GEMV") != nullptr;  // A/B switch
@@ -157,9 +178,24 @@ void gemv_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
   if (ys.empty() || ys.size() > static_cast<size_t>(kGemvMaxSegments))
     throw std::invalid_argument("gemv: 1 to " + std::to_string(kGemvMaxSegments) + " outputs");
   if (ys[0]->dtype() == DType::kF32)
-    launch<float>(x, weight, bias, ys, m, stream);
+    launch<float>(x, weight, bias, ys, m, false, stream);
   else
-    launch<bf16>(x, weight, bias, ys, m, stream);
+    launch<bf16>(x, weight, bias, ys, m, false, stream);
+}
+
+bool gemv_silu_mul_applies(const Tensor& x, const Tensor& gate_up, const Tensor& y) {
+  if (!gemv_applies(x, gate_up, y)) return false;
+  const int64_t n = gate_up.size(0), k = gate_up.size(1), m = x.numel() / k;
+  return n % 2 == 0 && y.numel() == m * (n / 2) && choose(m, n, k) == GemvKernel::kBulk;
+}
+
+void gemv_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& y, int64_t m,
+                   cudaStream_t stream) {
+  Tensor* ys[] = {&y};
+  if (y.dtype() == DType::kF32)
+    launch<float>(x, gate_up, nullptr, ys, m, true, stream);
+  else
+    launch<bf16>(x, gate_up, nullptr, ys, m, true, stream);
 }
 
 }  // namespace kite::cuda

@@ -17,6 +17,16 @@ namespace kite::cuda {
 inline constexpr int64_t kGemvMaxRows = 8;
 inline constexpr int kGemvMaxSegments = 4;
 
+// Which kernel gemv() runs: one warp per output feature streaming W through registers
+// (gemv.cu), or W streamed through shared memory by the bulk copy engine (gemv_bulk.cu).
+// kAuto picks by shape (the measured winner): the bulk kernel at M = 1 for weights of
+// kGemvBulkMinBytes and more (KITE_CUDA_GEMV_BULK_MIN overrides it, for A/B runs), the warp
+// kernel otherwise. Switchable for benchmarks and tests.
+enum class GemvKernel { kAuto, kWarpPerRow, kBulk };
+inline constexpr int64_t kGemvBulkMinBytes = 32'000'000;
+void set_gemv_kernel(GemvKernel kernel);
+GemvKernel gemv_kernel();
+
 // True when gemv() takes this call: BF16 x and W, y BF16 or F32 (bias in y's dtype), M in
 // [1, kGemvMaxRows], K a multiple of 8 and x / W 16-byte aligned — and KITE_CUDA_NO_GEMV
 // unset (an A/B switch: cuBLASLt for every shape).
@@ -29,5 +39,12 @@ void gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y, 
 // [M, width_s] tensor (one dtype): q, k and v from one stacked weight in one launch.
 void gemv_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
                 std::span<Tensor* const> ys, int64_t m, cudaStream_t stream);
+
+// The SwiGLU input of an MLP in one pass: y[M, I] = silu(x · Wg^T) * (x · Wu^T) for a stacked
+// gate_up = [Wg; Wu] of [2I, K], no bias. Applies where gemv would run the bulk kernel (that
+// kernel keeps both halves of a feature in one block); elsewhere: linear, then silu_mul.
+bool gemv_silu_mul_applies(const Tensor& x, const Tensor& gate_up, const Tensor& y);
+void gemv_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& y, int64_t m,
+                   cudaStream_t stream);
 
 }  // namespace kite::cuda

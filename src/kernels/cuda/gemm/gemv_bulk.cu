@@ -1,0 +1,224 @@
+// The decode GEMV as a stream through shared memory (Hopper's bulk copy engine): one
+// persistent block per SM; one producer thread copies weight tiles (8 rows x 2048 columns,
+// one contiguous copy per row) into a 4-deep ring while 8 consumer warps — one per row of the
+// tile — dot them with x. Unlike the warp-per-row kernel (gemv.cu), the
+// bytes in flight do not depend on registers or on how many warps are resident: a whole ring
+// of copies is outstanding per block, which is what a stream at the HBM roofline needs.
+#include <cstdint>
+#include <stdexcept>
+
+#include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/dot_bf16.cuh"
+#include "kernels/cuda/gemm/gemv_out.cuh"
+#include "kernels/cuda/launch_pdl.cuh"
+
+namespace kite::cuda {
+namespace {
+
+// The one tile shape kept (BENCHMARKS.md, "decode GEMV kernels": 8 rows x 2048 columns, 4
+// stages was best or within 2 % on every Llama-3-8B shape of the seven measured at M = 1).
+constexpr int kRows = 8;      // consumer warps; rows of W per tile
+constexpr int kChunk = 2048;  // columns per tile row (4 KB)
+constexpr int kStages = 4;    // tiles in flight per block (128 KB)
+constexpr int kTileBytes = kRows * kChunk * 2;
+constexpr int kThreads = (kRows + 1) * 32;
+// Tiles, then full and empty barriers, then the gated mode's up values [kRows / 2][8 rows].
+constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kRows / 2 * 8 * 4;
+
+// Rows of W in tile row r of row group g. Plain: kRows consecutive rows. GATED (W = [gate;
+// up], `half` rows each): kRows / 2 gate rows and the up rows of the same features, so one
+// block holds both halves of each output feature.
+template <bool GATED>
+__device__ __forceinline__ int64_t tile_row(int64_t g, int r, int64_t half) {
+  if (!GATED) return g * kRows + r;
+  constexpr int kHalf = kRows / 2;
+  return r < kHalf ? g * kHalf + r : half + g * kHalf + (r - kHalf);
+}
+template <bool GATED>
+__device__ __forceinline__ bool tile_row_valid(int64_t g, int r, int64_t n) {
+  if (!GATED) return g * kRows + r < n;
+  constexpr int kHalf = kRows / 2;
+  return g * kHalf + r % kHalf < n / 2;
+}
+
+// The consumer warps only (the producer may have left): a named barrier.
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"r"(kRows * 32) : "memory");
+}
+
+// Work items of block b: row groups g = b, b + gridDim.x, ..., each split into
+// ceil(k / kChunk) column chunks, taken in that order by producer and consumers alike.
+// GATED: y[M, n / 2] = silu(x · Wgate^T) * (x · Wup^T), out.y[0] (fused SwiGLU, no bias).
+template <int M, typename TOut, bool GATED>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemv_bulk_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                     const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n,
+                     int64_t k) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
+  uint64_t* empty = full + kStages;
+  float* up_acc = reinterpret_cast<float*>(empty + kStages);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t half = n / 2;
+  const int64_t groups = GATED ? (half + kRows / 2 - 1) / (kRows / 2) : (n + kRows - 1) / kRows;
+  const int64_t chunks = (k + kChunk - 1) / kChunk;
+  const int64_t my_groups =
+      blockIdx.x < groups ? (groups - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const int64_t items = my_groups * chunks;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kRows);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp == kRows) {  // the producer: weights are never written by an earlier kernel, so
+    // their stream starts before pdl_wait (while the kernel that writes x still runs).
+    if (lane == 0) {
+      const uint64_t policy = l2_evict_first_policy();
+      for (int64_t item = 0; item < items; ++item) {
+        const int s = static_cast<int>(item % kStages);
+        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int64_t g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
+        const int64_t col0 = c * kChunk;
+        const uint32_t bytes = static_cast<uint32_t>((k - col0 < kChunk ? k - col0 : kChunk) * 2);
+        int rows = 0;
+        for (int r = 0; r < kRows; ++r) rows += tile_row_valid<GATED>(g, r, n);
+        mbar_arrive_expect_tx(&full[s], bytes * rows);
+        uint8_t* tile = smem + s * kTileBytes;
+        for (int r = 0; r < kRows; ++r)
+          if (tile_row_valid<GATED>(g, r, n))
+            bulk_copy_g2s(tile + r * kChunk * 2, w + tile_row<GATED>(g, r, half) * k + col0, bytes,
+                          &full[s], policy);
+      }
+    }
+    return;
+  }
+
+  pdl_wait();
+  pdl_trigger();
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  const int64_t k8 = k / 8;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  for (int64_t item = 0; item < items; ++item) {
+    const int s = static_cast<int>(item % kStages);
+    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int64_t g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
+    const bool valid = tile_row_valid<GATED>(g, warp, n);
+    const int64_t col8 = c * (kChunk / 8);
+    const int64_t cols8 = k8 - col8 < kChunk / 8 ? k8 - col8 : kChunk / 8;
+    if (valid) {
+      const uint4* tile = reinterpret_cast<const uint4*>(smem + s * kTileBytes + warp * kChunk * 2);
+#pragma unroll 4
+      for (int64_t i = lane; i < cols8; i += 32) {
+        const uint4 wv = tile[i];
+#pragma unroll
+        for (int m = 0; m < M; ++m) dot8_bf16(wv, __ldg(xr + m * k8 + col8 + i), acc[m]);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
+    if (c == chunks - 1) {
+#pragma unroll
+      for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
+      if constexpr (GATED) {
+        // The up warps hand their sums to the gate warps of the same features.
+        constexpr int kHalf = kRows / 2;
+        if (warp >= kHalf && lane == 0)
+#pragma unroll
+          for (int m = 0; m < M; ++m) up_acc[(warp - kHalf) * 8 + m] = acc[m];
+        consumers_sync();
+        if (warp < kHalf && lane == 0 && valid) {
+          const int64_t feature = g * kHalf + warp;
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            const float gate = acc[m];
+            // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
+            out.y[0][m * half + feature] =
+                from_float<TOut>(gate / (1.0f + expf(-gate)) * up_acc[warp * 8 + m]);
+          }
+        }
+        consumers_sync();  // up_acc is read before the next group's sums land in it
+      } else {
+        if (lane == 0 && valid) write_feature<M>(out, bias, g * kRows + warp, acc);
+      }
+#pragma unroll
+      for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+    }
+  }
+}
+
+template <typename TOut, bool GATED>
+void launch(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegments<TOut>& yp, int64_t m,
+            int64_t n, int64_t k, cudaStream_t stream) {
+  static int slots = 0;  // persistent blocks: as many as fit on the device at once
+  if (slots == 0) {
+    int device = 0, sms = 0, per_sm = 0;
+    KITE_CUDA_CHECK(cudaGetDevice(&device));
+    KITE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    auto raise = [](auto kernel) {
+      KITE_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    };
+#define KITE_GEMV_BULK_RAISE(R) raise(gemv_bulk_kernel<R, TOut, GATED>);
+    KITE_GEMV_BULK_RAISE(1)
+    KITE_GEMV_BULK_RAISE(2)
+    KITE_GEMV_BULK_RAISE(3)
+    KITE_GEMV_BULK_RAISE(4)
+    KITE_GEMV_BULK_RAISE(5)
+    KITE_GEMV_BULK_RAISE(6)
+    KITE_GEMV_BULK_RAISE(7)
+    KITE_GEMV_BULK_RAISE(8)
+#undef KITE_GEMV_BULK_RAISE
+    KITE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, gemv_bulk_kernel<8, TOut, GATED>, kThreads, kSmemBytes));
+    slots = sms * (per_sm > 0 ? per_sm : 1);
+  }
+  const int64_t groups = GATED ? (n / 2 + kRows / 2 - 1) / (kRows / 2) : (n + kRows - 1) / kRows;
+  const dim3 grid(static_cast<unsigned>(groups < slots ? groups : slots));
+  switch (m) {
+#define KITE_GEMV_CASE(R)                                                                        \
+  case R:                                                                                        \
+    launch_pdl(gemv_bulk_kernel<R, TOut, GATED>, grid, kThreads, kSmemBytes, stream, xp, wp, bp, \
+               yp, n, k);                                                                        \
+    break;
+    KITE_GEMV_CASE(1)
+    KITE_GEMV_CASE(2)
+    KITE_GEMV_CASE(3)
+    KITE_GEMV_CASE(4)
+    KITE_GEMV_CASE(5)
+    KITE_GEMV_CASE(6)
+    KITE_GEMV_CASE(7)
+    KITE_GEMV_CASE(8)
+#undef KITE_GEMV_CASE
+    default:
+      throw std::invalid_argument("gemv: M must be in [1, 8]");
+  }
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <typename TOut>
+void launch_gemv_bulk(const bf16* x, const bf16* w, const TOut* bias, const OutSegments<TOut>& out,
+                      int64_t m, int64_t n, int64_t k, bool gated, cudaStream_t stream) {
+  if (gated)
+    launch<TOut, true>(x, w, bias, out, m, n, k, stream);
+  else
+    launch<TOut, false>(x, w, bias, out, m, n, k, stream);
+}
+
+template void launch_gemv_bulk<float>(const bf16*, const bf16*, const float*,
+                                      const OutSegments<float>&, int64_t, int64_t, int64_t, bool,
+                                      cudaStream_t);
+template void launch_gemv_bulk<bf16>(const bf16*, const bf16*, const bf16*,
+                                     const OutSegments<bf16>&, int64_t, int64_t, int64_t, bool,
+                                     cudaStream_t);
+
+}  // namespace kite::cuda
