@@ -1,5 +1,6 @@
 #include "kernels/backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -52,6 +53,22 @@ void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* 
   if (col != weight.size(0))
     throw std::invalid_argument("linear_split: outputs have " + std::to_string(col) +
                                 " columns, the weight " + std::to_string(weight.size(0)));
+}
+
+void Backend::quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
+                                     const void* prepared, const Tensor* bias,
+                                     std::span<Tensor* const> outs) {
+  if (outs.empty()) throw std::invalid_argument("quantized_linear_split: no outputs");
+  int64_t width = 0;
+  for (const Tensor* out : outs) width += out->size(-1);
+  const int64_t m = outs[0]->numel() / std::max<int64_t>(1, outs[0]->size(-1));
+  Tensor y = empty({m, width}, outs[0]->dtype());
+  quantized_linear(x, host, prepared, bias, y);
+  int64_t col = 0;
+  for (Tensor* out : outs) {
+    copy_columns(y, col, *out, 0, out->size(-1));
+    col += out->size(-1);
+  }
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& out) {

@@ -127,6 +127,11 @@ class Backend {
   // linear() and copies the columns out; the CUDA backend's decode GEMV writes them directly.
   virtual void linear_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
                             std::span<Tensor* const> outs);
+  // The same for a quantized stacked weight (quantized_linear, then the columns copied out;
+  // the CUDA backend's quantized kernels write the parts directly).
+  virtual void quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
+                                      const void* prepared, const Tensor* bias,
+                                      std::span<Tensor* const> outs);
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                             Tensor& out) = 0;

@@ -217,6 +217,59 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
     }
 }
 
+// Split outputs (q / k / v of one stacked weight): every format, both the decode and the
+// tensor-core kernel, and an M past decode sizes; the parts equal the whole output's columns
+// exactly (the same kernel, only the stores differ). A bias rides along.
+TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
+  auto rng = test_rng();
+  const int64_t widths[] = {192, 64, 44};
+  const int64_t n = 300, k = 1000;
+  for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                        QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
+    for (int path : {1, 2})
+      for (int64_t m : {1, 5, 8, 16}) {
+        const QuantizedWeight q =
+            f == QuantFormat::kInt4Group ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
+            : f == QuantFormat::kFp8Block ? quantize_fp8_block(random_host({n, k}, rng, -0.05f, 0.05f), 128, 128)
+            : f == QuantFormat::kInt8PerChannel
+                ? quantize_int8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f))
+                : quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
+        const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+        Tensor x = random_host({m, k}, rng);
+        round_to(x, DType::kBF16);
+        const Tensor dx = upload(x, DType::kBF16);
+        Tensor b = random_host({n}, rng);
+        round_to(b, DType::kBF16);
+        const Tensor db = upload(b, DType::kBF16);
+        DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+        ASSERT_TRUE(quantized_split_applies(dw, m, 3));
+        set_quant_decode_override(path);
+        Tensor whole = device_poisoned({m, n}, DType::kBF16);
+        quantized_linear(blas(), dx, dw, &db, whole, ws.data(), ws.size_bytes(), test_stream());
+        std::vector<Tensor> parts;
+        for (int64_t w : widths) parts.push_back(device_poisoned({m, w}, DType::kBF16));
+        Tensor* ptrs[] = {&parts[0], &parts[1], &parts[2]};
+        quantized_linear_split(blas(), dx, dw, &db, ptrs, ws.data(), ws.size_bytes(),
+                               test_stream());
+        set_quant_decode_override(0);
+        const Tensor h = download(whole);
+        int64_t col0 = 0;
+        for (size_t s = 0; s < parts.size(); ++s) {
+          const Tensor part = download(parts[s]);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < widths[s]; ++j)
+              ASSERT_EQ(part.data<float>()[i * widths[s] + j], h.data<float>()[i * n + col0 + j])
+                  << quant_format_name(f) << " path " << path << " M=" << m << " part " << s;
+          col0 += widths[s];
+        }
+      }
+  // The cuBLASLt route (FP8 per channel beyond 16 rows) takes no split outputs.
+  const DeviceQuantizedWeight fp8 = upload_quantized(
+      quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f)), test_stream());
+  EXPECT_FALSE(quantized_split_applies(fp8, 32, 3));
+  EXPECT_TRUE(quantized_split_applies(fp8, 32, 1));
+}
+
 TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group); }
 TEST(CudaQuantLinear, Fp8PerChannelMatchesCpu) { run_format(QuantFormat::kFp8PerChannel); }
 TEST(CudaQuantLinear, Int8PerChannelMatchesCpu) { run_format(QuantFormat::kInt8PerChannel); }

@@ -118,7 +118,12 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
   outs.reserve(widths.size());
   for (int64_t w : widths) outs.push_back(be.empty({x.size(0), w}));
   for (Tensor& o : outs) ptrs.push_back(&o);
-  if (quantized() || active_recorder()) {  // the quantized op or the recorder see it whole
+  if (quantized() && !active_recorder()) {
+    be.quantized_linear_split(x, quant.get(), prepared.get(), bias.defined() ? &bias : nullptr,
+                              ptrs);
+    return outs;
+  }
+  if (active_recorder()) {  // the recorder sees the op whole
     Tensor y = (*this)(be, x);
     int64_t col = 0;
     for (Tensor& o : outs) {

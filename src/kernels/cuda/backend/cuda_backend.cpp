@@ -223,22 +223,30 @@ class CudaBackend final : public Backend {
     return std::make_shared<const DeviceQuantizedWeight>(
         cuda::dummy_quantized(format, out, in, seed, stream_));
   }
-  void quantized_linear(const Tensor& x, const QuantizedWeight*, const void* prepared,
+  void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
                         const Tensor* bias, Tensor& y) override {
+    Tensor* ys[] = {&y};
+    quantized_linear_split(x, host, prepared, bias, ys);
+  }
+  // One output, or q / k / v written directly by the quantized kernels (one launch).
+  void quantized_linear_split(const Tensor& x, const QuantizedWeight* host, const void* prepared,
+                              const Tensor* bias, std::span<Tensor* const> outs) override {
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
+    if (!quantized_split_applies(w, m, outs.size()))
+      return Backend::quantized_linear_split(x, host, prepared, bias, outs);
     TimedOp timed = time_op(
         [&] {
           return "qlinear " + std::string(quant_format_name(w.format)) + " " +
-                 dims({m, w.out_features, w.in_features});
+                 dims({m, w.out_features, w.in_features}) + (outs.size() > 1 ? " split" : "");
         },
         w.storage_bytes());
     const size_t bytes = quantized_linear_workspace_bytes(w, m);
     const ScratchArena::Mark before = arena_.mark();
     void* ws = bytes ? arena_.allocate(bytes) : nullptr;  // step scratch: graph-safe
-    cuda::quantized_linear(blas_, x, w, bias, y, ws, bytes, stream_);
+    cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_);
     arena_.rewind(before);  // the workspace lives only inside this op
   }
   void linear_split(const Tensor& x, const Tensor& w, const Tensor* bias,

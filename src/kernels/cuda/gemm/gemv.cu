@@ -77,24 +77,10 @@ template <typename TOut, int WARPS, int UNROLL, bool PIPE>
 void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegments<TOut>& yp,
                   int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n + WARPS - 1) / WARPS));
-  switch (m) {
-#define KITE_GEMV_CASE(R)                                                                       \
-  case R:                                                                                       \
-    launch_pdl(gemv_warp_kernel<R, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32, 0, stream, xp, \
-               wp, bp, yp, n, k);                                                               \
-    break;
-    KITE_GEMV_CASE(1)
-    KITE_GEMV_CASE(2)
-    KITE_GEMV_CASE(3)
-    KITE_GEMV_CASE(4)
-    KITE_GEMV_CASE(5)
-    KITE_GEMV_CASE(6)
-    KITE_GEMV_CASE(7)
-    KITE_GEMV_CASE(8)
-#undef KITE_GEMV_CASE
-    default:
-      throw std::invalid_argument("gemv: M must be in [1, 8]");
-  }
+  with_rows(m, [&](auto rows) {
+    launch_pdl(gemv_warp_kernel<decltype(rows)::value, TOut, WARPS, UNROLL, PIPE>, grid, WARPS * 32,
+               0, stream, xp, wp, bp, yp, n, k);
+  });
   KITE_CUDA_CHECK_LAUNCH();
 }
 

@@ -166,40 +166,18 @@ void launch(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegments<TO
       KITE_CUDA_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     };
-#define KITE_GEMV_BULK_RAISE(R) raise(gemv_bulk_kernel<R, TOut, GATED>);
-    KITE_GEMV_BULK_RAISE(1)
-    KITE_GEMV_BULK_RAISE(2)
-    KITE_GEMV_BULK_RAISE(3)
-    KITE_GEMV_BULK_RAISE(4)
-    KITE_GEMV_BULK_RAISE(5)
-    KITE_GEMV_BULK_RAISE(6)
-    KITE_GEMV_BULK_RAISE(7)
-    KITE_GEMV_BULK_RAISE(8)
-#undef KITE_GEMV_BULK_RAISE
+    for (int64_t rows = 1; rows <= kGemvMaxRows; ++rows)
+      with_rows(rows, [&](auto r) { raise(gemv_bulk_kernel<decltype(r)::value, TOut, GATED>); });
     KITE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, gemv_bulk_kernel<8, TOut, GATED>, kThreads, kSmemBytes));
     slots = sms * (per_sm > 0 ? per_sm : 1);
   }
   const int64_t groups = GATED ? (n / 2 + kRows / 2 - 1) / (kRows / 2) : (n + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(groups < slots ? groups : slots));
-  switch (m) {
-#define KITE_GEMV_CASE(R)                                                                        \
-  case R:                                                                                        \
-    launch_pdl(gemv_bulk_kernel<R, TOut, GATED>, grid, kThreads, kSmemBytes, stream, xp, wp, bp, \
-               yp, n, k);                                                                        \
-    break;
-    KITE_GEMV_CASE(1)
-    KITE_GEMV_CASE(2)
-    KITE_GEMV_CASE(3)
-    KITE_GEMV_CASE(4)
-    KITE_GEMV_CASE(5)
-    KITE_GEMV_CASE(6)
-    KITE_GEMV_CASE(7)
-    KITE_GEMV_CASE(8)
-#undef KITE_GEMV_CASE
-    default:
-      throw std::invalid_argument("gemv: M must be in [1, 8]");
-  }
+  with_rows(m, [&](auto rows) {
+    launch_pdl(gemv_bulk_kernel<decltype(rows)::value, TOut, GATED>, grid, kThreads, kSmemBytes,
+               stream, xp, wp, bp, yp, n, k);
+  });
   KITE_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemv.h"
@@ -29,6 +31,33 @@ __device__ __forceinline__ void write_feature(const OutSegments<TOut>& out, cons
 #pragma unroll
   for (int m = 0; m < M; ++m) y[m * width + col] = from_float<TOut>(acc[m] + b);
 }
+
+// Calls f(std::integral_constant<int, M>{}) for the run-time row count m in [1, kGemvMaxRows]:
+// the one place the GEMV launchers turn M into a template argument.
+template <typename F>
+void with_rows(int64_t m, F&& f) {
+  switch (m) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 5:
+      return f(std::integral_constant<int, 5>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 7:
+      return f(std::integral_constant<int, 7>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    default:
+      throw std::invalid_argument("gemv: M must be in [1, 8]");
+  }
+}
+static_assert(kGemvMaxRows == 8, "with_rows covers M up to kGemvMaxRows");
 
 // The bulk-copy kernel (gemv_bulk.cu); `gated`: W = [gate; up] and out.y[0] [M, n / 2] gets
 // silu(gate) * up (no bias).

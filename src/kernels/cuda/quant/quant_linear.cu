@@ -1,10 +1,5 @@
 // Quantized linear kernels and the op (see quant_linear.h for the formats, layouts and
 // numerics); uploading and dummy weights are in quant_weights.cu.
-#include "kernels/cuda/quant/quant_linear.h"
-#include "kernels/cuda/quant/fp8_gemm_lt.h"
-#include "kernels/cuda/quant/quant_geometry.h"
-#include "kernels/cuda/launch_pdl.cuh"
-
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -20,6 +15,10 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/launch_pdl.cuh"
+#include "kernels/cuda/quant/fp8_gemm_lt.h"
+#include "kernels/cuda/quant/quant_geometry.h"
+#include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda {
@@ -30,7 +29,6 @@ using namespace quant_detail;
 constexpr const char* kOp = "quantized_linear";
 
 enum Fmt : int { kW4 = 0, kFp8Ch = 1, kI8Ch = 2, kFp8Blk = 3 };
-
 
 Fmt fmt_of(QuantFormat f) {
   switch (f) {
@@ -92,26 +90,44 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 struct KParams {
   const uint8_t* codes;
   const float* wscale;
-  const uint8_t* zeros;    // W4
-  const void* x;           // BF16 (W4) or 8-bit codes (W8A8), [m, ldx]
-  const float* xscale;     // W8A8: [m, xcols]
+  const uint8_t* zeros;  // W4
+  const void* x;         // BF16 (W4) or 8-bit codes (W8A8), [m, ldx]
+  const float* xscale;   // W8A8: [m, xcols]
   const void* bias;
   void* y;
   int bias_bf16;
   int m, n, n_pad;
-  int nchunks;             // K_pad / 64
-  int ldx;                 // x row stride, elements
-  int chunks_per_group;    // W4: group / 64; FP8 block: block_cols / 64
-  int block_rows;          // FP8 block
-  int scale_cols;          // FP8 block: weight scale columns = activation groups
+  int nchunks;           // K_pad / 64
+  int ldx;               // x row stride, elements
+  int chunks_per_group;  // W4: group / 64; FP8 block: block_cols / 64
+  int block_rows;        // FP8 block
+  int scale_cols;        // FP8 block: weight scale columns = activation groups
+  // Split outputs (seg_count > 1): output features [seg_begin[s], seg_begin[s + 1]) go to
+  // seg_y[s], [m, width_s] (q, k and v of one stacked weight); else all go to y [m, n].
+  void* seg_y[4];
+  int seg_begin[5];
+  int seg_count;
 };
+
+template <typename TOut>
+__device__ __forceinline__ void store_y(const KParams& p, int tok, int row, float v) {
+  if (p.seg_count <= 1) {
+    static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
+    return;
+  }
+  int s = 0;
+  while (s + 1 < p.seg_count && row >= p.seg_begin[s + 1]) ++s;
+  const int width = p.seg_begin[s + 1] - p.seg_begin[s];
+  static_cast<TOut*>(p.seg_y[s])[static_cast<int64_t>(tok) * width + row - p.seg_begin[s]] =
+      from_float<TOut>(v);
+}
 
 template <int F, int NT, int WR, int KW, typename TOut>
 __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
   constexpr bool kW4F = F == kW4;
   constexpr int U = NT <= 2 ? 4 : 2;  // chunks whose loads are in flight per warp
-  constexpr int WL = kW4F ? 1 : 2;                 // 16-byte weight loads per lane per chunk
+  constexpr int WL = kW4F ? 1 : 2;    // 16-byte weight loads per lane per chunk
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int wr = warp % WR, wk = warp / WR;
@@ -156,15 +172,15 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
         const int tok = tok0 + j * 8 + g;
         if (c < p.nchunks && tok < p.m) {
           if constexpr (kW4F) {
-            const uint4* xp = reinterpret_cast<const uint4*>(
-                static_cast<const bf16*>(p.x) + static_cast<int64_t>(tok) * p.ldx + c * kChunk +
-                16 * t);
+            const uint4* xp = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
+                                                             static_cast<int64_t>(tok) * p.ldx +
+                                                             c * kChunk + 16 * t);
             xv[u][j][0] = __ldg(xp);
             xv[u][j][1] = __ldg(xp + 1);
           } else {
-            xv[u][j][0] = __ldg(reinterpret_cast<const uint4*>(
-                static_cast<const uint8_t*>(p.x) + static_cast<int64_t>(tok) * p.ldx +
-                c * kChunk + 16 * t));
+            xv[u][j][0] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) +
+                                                               static_cast<int64_t>(tok) * p.ldx +
+                                                               c * kChunk + 16 * t));
           }
         } else {
 #pragma unroll
@@ -209,8 +225,10 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
       } else if constexpr (F == kFp8Blk) {
         const int kb = c / p.chunks_per_group;
         const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
-        const float sw0 = __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
-        const float sw1 = __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
+        const float sw0 =
+            __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
+        const float sw1 =
+            __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
         float ct[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; ++j)
@@ -227,9 +245,11 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           const int ta = tok0 + j * 8 + 2 * t;
-          const float sx0 = ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
-          const float sx1 =
-              ta + 1 < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb) : 0.0f;
+          const float sx0 =
+              ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
+          const float sx1 = ta + 1 < p.m
+                                ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb)
+                                : 0.0f;
           acc[j][0] = fmaf(ct[j][0], sw0 * sx0, acc[j][0]);
           acc[j][1] = fmaf(ct[j][1], sw0 * sx1, acc[j][1]);
           acc[j][2] = fmaf(ct[j][2], sw1 * sx0, acc[j][2]);
@@ -276,11 +296,12 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
       const int tok = tok0 + j * 8 + 2 * t + (i & 1);
       if (row >= p.n || tok >= p.m) continue;
       float v = static_cast<float>(acc[j][i]);
-      if constexpr (F == kFp8Ch || F == kI8Ch) v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
+      if constexpr (F == kFp8Ch || F == kI8Ch)
+        v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
       if (p.bias)
         v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
                          : static_cast<const float*>(p.bias)[row];
-      static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
+      store_y<TOut>(p, tok, row, v);
     }
 }
 
@@ -444,9 +465,11 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
           const float sw1 =
               __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
           const int ta = 2 * t;
-          const float sx0 = ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
-          const float sx1 =
-              ta + 1 < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb) : 0.0f;
+          const float sx0 =
+              ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
+          const float sx1 = ta + 1 < p.m
+                                ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb)
+                                : 0.0f;
           float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
@@ -492,7 +515,7 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
     if (p.bias)
       v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
                        : static_cast<const float*>(p.bias)[row];
-    static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
+    store_y<TOut>(p, tok, row, v);
   }
 }
 
@@ -650,7 +673,6 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) sx[r * groups + gi] = s;
 }
 
-
 }  // namespace
 
 void set_quant_decode_override(int path, int kw, int u) {
@@ -659,16 +681,18 @@ void set_quant_decode_override(int path, int kw, int u) {
   g_dec_u = u;
 }
 
-
 // Rows above which FP8 per channel prefers cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
 
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
-  const size_t kp = static_cast<size_t>(w.padded_in), mm = static_cast<size_t>(std::max<int64_t>(m, 0));
+  const size_t kp = static_cast<size_t>(w.padded_in),
+               mm = static_cast<size_t>(std::max<int64_t>(m, 0));
   if (w.format == QuantFormat::kInt4Group) return mm * kp * 2;
-  const size_t groups =
-      w.format == QuantFormat::kFp8Block ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols)) : 1;
-  size_t bytes = static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
+  const size_t groups = w.format == QuantFormat::kFp8Block
+                            ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols))
+                            : 1;
+  size_t bytes =
+      static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
   // FP8 per channel beyond decode sizes: F32 [M, N] scratch for cuBLASLt's per-tensor route.
   if (w.format == QuantFormat::kFp8PerChannel && m > kLtMinRows)
     bytes = static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) +
@@ -680,14 +704,39 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) {
+  Tensor* ys[] = {&y};
+  quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream);
+}
+
+bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs) {
+  if (outputs == 1) return true;  // no split: every route takes it
+  return outputs >= 2 && outputs <= 4 &&
+         !(w.format == QuantFormat::kFp8PerChannel && m > kLtMinRows);
+}
+
+void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
+                            const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) {
   check_device(x, DType::kBF16, kOp, "x");
-  check_device_float(y, kOp, "y");
   const int64_t n = w.out_features, k = w.in_features;
   KITE_CUDA_OP_CHECK(k > 0 && x.size(-1) == k, kOp, "x's last dim must be in_features");
   const int64_t m = x.numel() / k;
-  KITE_CUDA_OP_CHECK(y.size(-1) == n && y.numel() == m * n, kOp, "y must be [M, out_features]");
-  KITE_CUDA_OP_CHECK(!bytes_overlap(x, y), kOp, "y must not alias x");
-  KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kOp, "x must be 16-byte aligned");
+  KITE_CUDA_OP_CHECK(!ys.empty() && ys.size() <= 4, kOp, "1 to 4 outputs");
+  KITE_CUDA_OP_CHECK(ys.size() == 1 || quantized_split_applies(w, m, ys.size()), kOp,
+                     "split outputs are not taken by the cuBLASLt route (FP8 per channel, M > " +
+                         std::to_string(kLtMinRows) + ")");
+  int64_t width_sum = 0;
+  for (Tensor* y : ys) {
+    check_device_float(*y, kOp, "y");
+    KITE_CUDA_OP_CHECK(y->dtype() == ys[0]->dtype(), kOp, "outputs must share one dtype");
+    KITE_CUDA_OP_CHECK(y->numel() == m * y->size(-1), kOp, "each output must be [M, width]");
+    KITE_CUDA_OP_CHECK(!bytes_overlap(x, *y), kOp, "y must not alias x");
+    width_sum += y->size(-1);
+  }
+  KITE_CUDA_OP_CHECK(width_sum == n, kOp, "the outputs' widths must add up to out_features");
+  Tensor& y = *ys[0];
+  KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kOp,
+                     "x must be 16-byte aligned");
   if (bias) {
     check_device_float(*bias, kOp, "bias");
     KITE_CUDA_OP_CHECK(bias->numel() == n, kOp, "bias must have out_features values");
@@ -696,9 +745,9 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
                      "M above 65535 (grid.y) or a dimension over 2^30");
   if (m == 0 || n == 0) return;
   const size_t need = quantized_linear_workspace_bytes(w, m);
-  KITE_CUDA_OP_CHECK(workspace_bytes >= need && (need == 0 || workspace), kOp,
-                     "workspace of " + std::to_string(workspace_bytes) + " bytes, needs " +
-                         std::to_string(need));
+  KITE_CUDA_OP_CHECK(
+      workspace_bytes >= need && (need == 0 || workspace), kOp,
+      "workspace of " + std::to_string(workspace_bytes) + " bytes, needs " + std::to_string(need));
   const Fmt f = fmt_of(w.format);
   const int64_t kp = w.padded_in;
   KParams p{};
@@ -708,6 +757,12 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
   p.bias = bias ? bias->raw() : nullptr;
   p.bias_bf16 = bias && bias->dtype() == DType::kBF16;
   p.y = y.raw();
+  p.seg_count = static_cast<int>(ys.size());
+  p.seg_begin[0] = 0;
+  for (size_t s = 0; s < ys.size(); ++s) {
+    p.seg_y[s] = ys[s]->raw();
+    p.seg_begin[s + 1] = p.seg_begin[s] + static_cast<int>(ys[s]->size(-1));
+  }
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.n_pad = static_cast<int>(w.padded_out);

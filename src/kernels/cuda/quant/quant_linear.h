@@ -52,6 +52,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 #include "kernels/cuda/gemm/blaslt.h"
@@ -69,11 +70,11 @@ struct DeviceQuantizedWeight {
   int64_t groups = 0;        // kInt4Group: scale rows
   int64_t block_rows = 128;  // kFp8Block
   int64_t block_cols = 128;  // kFp8Block
-  Tensor codes;        // device, layout above
-  Tensor scales;       // device F32
-  Tensor zeros;        // device U8, kInt4Group only
-  Tensor perm;         // device I32 [K], kInt4Group act-order only
-  Tensor input_scale;  // device F32 [K], optional
+  Tensor codes;              // device, layout above
+  Tensor scales;             // device F32
+  Tensor zeros;              // device U8, kInt4Group only
+  Tensor perm;               // device I32 [K], kInt4Group act-order only
+  Tensor input_scale;        // device F32 [K], optional
 
   // Device bytes of codes, scales and zeros (what a GEMV streams).
   int64_t storage_bytes() const;
@@ -88,8 +89,8 @@ DeviceQuantizedWeight upload_quantized(const QuantizedWeight& w, cudaStream_t st
 // A weight of the given format and shape with random codes and plausible scales, generated on
 // the GPU (benchmarks and `--load-format dummy`: no host quantization). kInt4Group uses groups
 // of 128 with zeros; kFp8Block 128x128 blocks. Deterministic in `seed`.
-DeviceQuantizedWeight dummy_quantized(QuantFormat format, int64_t out_features,
-                                      int64_t in_features, uint64_t seed, cudaStream_t stream);
+DeviceQuantizedWeight dummy_quantized(QuantFormat format, int64_t out_features, int64_t in_features,
+                                      uint64_t seed, cudaStream_t stream);
 
 // Device workspace bytes quantized_linear() needs for `m` rows of x (0 when none).
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m);
@@ -102,6 +103,13 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream);
+// The same with the output features split into consecutive parts, each written to its own
+// [M, width_s] tensor (one dtype, 1 to 4 parts): q, k and v of one stacked weight, no copies.
+// Applies (quantized_split_applies) except on the cuBLASLt route (FP8 per channel, M > 16).
+bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs);
+void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
+                            const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream);
 
 // Benchmark/test hook, not for serving (not thread-safe): path 0 = automatic (M <= 8 takes the
 // decode kernel for kInt4Group and kFp8Block, the tensor-core kernel for the per-channel
