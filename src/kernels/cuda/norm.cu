@@ -19,7 +19,7 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
                                 const T* __restrict__ weight, T* out, int hidden, float eps) {
   __shared__ float scratch[32];
   pdl_trigger();  // the decode GEMV that follows may start loading its weights
-  pdl_wait();     // launched early itself (PDL): x and residual come from the kernel before
+  pdl_wait();     // if launched early (KITE_CUDA_PDL_ALL): x and residual come from before
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * hidden;
   const T* x_row = x + row_offset;
   T* res_row = kAddResidual ? residual + row_offset : nullptr;

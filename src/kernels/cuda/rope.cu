@@ -55,7 +55,7 @@ template <typename T>
 __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
   __shared__ float stage[kStageFloats];
   pdl_trigger();
-  pdl_wait();  // launched early (PDL): q / k / v come from the kernel before
+  pdl_wait();  // if launched early (KITE_CUDA_PDL_ALL): q / k / v come from before
   const int64_t token = blockIdx.x;
   int chunk = blockIdx.y, which = 0;
   while (which + 1 < args.num_targets && chunk >= args.targets[which].num_chunks) {
@@ -121,12 +121,12 @@ void check_cos_sin(const char* op, const Tensor& cos, const Tensor& sin, int64_t
   }
 }
 
-// A target over x viewed as [T, heads, dim]; rot_offset < 0 means copy only.
 // Below this many tokens every head gets its own block: a decode step of a few sequences would
 // otherwise run as one block per tensor, each thread walking 16+ values one after another
-// (9.6 us per Llama-3-8B layer at batch 1, measured with KITE_CUDA_OP_TIMES).
+// (9.6 us per Llama-3-8B layer at batch 1, 5.5 us with a block per head; KITE_CUDA_OP_TIMES).
 constexpr int64_t kFewTokens = 16;
 
+// A target over x viewed as [T, heads, dim]; rot_offset < 0 means copy only.
 template <typename T>
 RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t rot_offset,
                           int64_t rot_dim, Tensor* cache, int64_t tokens, float scale = 1.0f) {

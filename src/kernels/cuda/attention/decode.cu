@@ -123,7 +123,7 @@ __global__ void decode_combine_kernel(const KernelParams p) {
   __shared__ float weights[kMaxSplits];
   __shared__ float scratch[32];
   pdl_trigger();
-  pdl_wait();  // launched early (PDL): the partials come from the split kernel
+  pdl_wait();  // if launched early (KITE_CUDA_PDL_ALL): the partials come from before
   const int64_t row = blockIdx.x;
   const float* ml = p.part_ml + row * p.num_splits * 2;
   float local_max = -INFINITY;

@@ -96,7 +96,7 @@ int64_t bulk_min_bytes() {
 
 GemvKernel choose(int64_t m, int64_t n, int64_t k) {
   if (g_kernel != GemvKernel::kAuto) return g_kernel;
-  // Measured on the H200 (BENCHMARKS.md, "decode GEMV kernels"): at M = 1 the bulk stream is
+  // Measured on the H200 (BENCHMARKS.md, run 5): at M = 1 the bulk stream is
   // up to 1.2x faster on the large shapes (gate_up, lm_head) and level at ~33 MB (o of
   // Llama-3-8B) in isolation, where inside a step its weight stream starts before the kernel
   // ahead finishes (PDL); below that (DeepSeek-V2-Lite's projections) and from M = 2 on — its 8

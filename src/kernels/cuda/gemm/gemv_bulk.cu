@@ -17,7 +17,7 @@
 namespace kite::cuda {
 namespace {
 
-// The one tile shape kept (BENCHMARKS.md, "decode GEMV kernels": 8 rows x 2048 columns, 4
+// The one tile shape kept (BENCHMARKS.md, run 5: 8 rows x 2048 columns, 4
 // stages was best or within 2 % on every Llama-3-8B shape of the seven measured at M = 1).
 constexpr int kRows = 8;      // consumer warps; rows of W per tile
 constexpr int kChunk = 2048;  // columns per tile row (4 KB)
