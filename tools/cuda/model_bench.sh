@@ -63,7 +63,7 @@ if [ "${EAGER_AB:-0}" = 1 ]; then
 fi
 # The decode GEMV kernels (KITE_CUDA_GEMV, gemm/gemv.h) at model level, same session.
 if [ "${GEMV_AB:-0}" = 1 ]; then
-  for g in ${GEMV_KERNELS:-warp bulk8x4096 bulk8x2048 bulk4x2048}; do
+  for g in ${GEMV_KERNELS:-warp bulk}; do
     KITE_CUDA_GEMV=$g lat "llama_b1_gemv_$g" $LLAMA 1 512 64
     KITE_CUDA_GEMV=$g lat "dsv2lite_b1_gemv_$g" $DSV2 1 512 64
   done
