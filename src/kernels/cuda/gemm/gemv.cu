@@ -84,7 +84,17 @@ void launch_shape(const bf16* xp, const bf16* wp, const TOut* bp, const OutSegme
   KITE_CUDA_CHECK_LAUNCH();
 }
 
-GemvKernel g_kernel = GemvKernel::kAuto;
+// KITE_CUDA_GEMV=warp|bulk forces one kernel for a whole run (an A/B switch for the model
+// benchmarks); unset or anything else: kAuto.
+GemvKernel kernel_from_env() {
+  const char* v = std::getenv("KITE_CUDA_GEMV");
+  const std::string name = v ? v : "";
+  if (name == "warp") return GemvKernel::kWarpPerRow;
+  if (name == "bulk") return GemvKernel::kBulk;
+  return GemvKernel::kAuto;
+}
+
+GemvKernel g_kernel = kernel_from_env();
 
 int64_t bulk_min_bytes() {
   static const int64_t bytes = [] {
@@ -125,15 +135,6 @@ void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tens
     launch_shape<TOut, kWarps, kUnroll, kPipelined>(xp, wp, bp, yp, m, n, k, stream);
 }
 
-// KITE_CUDA_GEMV=warp|bulk forces one kernel for a whole run (an A/B switch for the model
-// benchmarks); unset or anything else: kAuto.
-const bool g_kernel_from_env = [] {
-  const char* v = std::getenv("KITE_CUDA_GEMV");
-  const std::string name = v ? v : "";
-  if (name == "warp") g_kernel = GemvKernel::kWarpPerRow;
-  if (name == "bulk") g_kernel = GemvKernel::kBulk;
-  return true;
-}();
 
 }  // namespace
 

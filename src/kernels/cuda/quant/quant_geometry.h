@@ -1,5 +1,5 @@
 // Host-side geometry shared by the quantized-linear files (quant_linear.cu: the kernels and
-// the op; quant_weights.cu: upload and dummy weights). Internal to src/kernels/cuda/quant.
+// the op; quant_weights.cu: upload and dummy weights; quant_activation.cu). Internal to src/kernels/cuda/quant.
 #pragma once
 
 #include <cstdint>
