@@ -74,7 +74,7 @@ struct Case {
   bool bias, input_scale, act_order;
   DType out;
   int dec_kw = 0, dec_u = 0;  // set_quant_decode_override for M <= 8 (0: automatic)
-  int dec_path = 0;           // 1: M <= 8 on the tensor-core kernel, 2: on the decode kernel
+  int dec_path = 0;  // 1: M <= 8 on the tensor-core kernel, 2: the decode kernel, 3: bulk GEMV
 };
 
 std::string describe(const Case& c) {
@@ -82,7 +82,8 @@ std::string describe(const Case& c) {
          " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) + (c.bias ? " bias" : "") +
          (c.input_scale ? " input_scale" : "") + (c.act_order ? " act_order" : "") + " out=" +
          dtype_label(c.out) + (c.dec_kw ? " kw=" + std::to_string(c.dec_kw) : "") +
-         (c.dec_u ? " u=" + std::to_string(c.dec_u) : "") + (c.dec_path == 1 ? " mma" : "");
+         (c.dec_u ? " u=" + std::to_string(c.dec_u) : "") + (c.dec_path == 1 ? " mma" : "") +
+         (c.dec_path == 3 ? " bulk" : "");
 }
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -171,12 +172,27 @@ void run_decode(QuantFormat format) {
     c.dec_u = m % 3 == 0 ? 2 : 0;
     c.dec_path = 2;
     run_case(c, rng);
-    if (m == 1 || m == 8) {  // the same case on the tensor-core kernel
-      c.dec_kw = 0;
-      c.dec_u = 0;
+    c.dec_kw = 0;  // the same case on the bulk-copy GEMV (FP8 block: the decode kernel again)
+    c.dec_u = 0;
+    c.dec_path = 3;
+    run_case(c, rng);
+    if (m == 1 || m == 8) {  // and on the tensor-core kernel
       c.dec_path = 1;
       run_case(c, rng);
     }
+  }
+  // The bulk GEMV's stage boundaries: K of exactly one stage (32 chunks of 64), half of one,
+  // one chunk past it, several stages with a short last one, more stages per tile than the ring
+  // holds (10 > 8 for W4, > 4 for 8-bit: the slots are reused); N of one 16-row tile and of more
+  // tiles than the grid has blocks (each block then takes several, alternating its buffers).
+  const std::pair<int64_t, int64_t> bulk_shapes[] = {
+      {16, 2048}, {40, 1024}, {64, 2112}, {300, 4160}, {4200, 1024}, {96, 20480}};
+  int64_t m = 1;
+  for (const auto& [n, k] : bulk_shapes) {
+    Case c{format, m, n, k, m % 2 == 1, false, false, m % 3 == 0 ? DType::kBF16 : DType::kF32};
+    c.dec_path = 3;
+    run_case(c, rng);
+    m = m % 8 + 3;
   }
 }
 
@@ -185,7 +201,7 @@ TEST(CudaQuantLinear, DecodeFp8PerChannelMatchesCpu) { run_decode(QuantFormat::k
 TEST(CudaQuantLinear, DecodeInt8PerChannelMatchesCpu) { run_decode(QuantFormat::kInt8PerChannel); }
 TEST(CudaQuantLinear, DecodeFp8BlockMatchesCpu) { run_decode(QuantFormat::kFp8Block); }
 
-// Decode kernel vs the tensor-core kernel on the same inputs (M = 1..8): same function.
+// Decode kernel and bulk GEMV vs the tensor-core kernel on the same inputs (M = 1..8): same function.
 TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
   auto rng = test_rng();
   for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
@@ -203,22 +219,27 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
       const Tensor dx = upload(x, DType::kBF16);
       DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
       Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
+      Tensor y3 = device_poisoned({m, n}, DType::kF32);
       set_quant_decode_override(2);
       quantized_linear(blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
       set_quant_decode_override(1);
       quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
+      set_quant_decode_override(3);
+      quantized_linear(blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(), test_stream());
       set_quant_decode_override(0);
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-      const double err = rel_error(download(y1), download(y2));
+      const Tensor mma = download(y2);
+      const double err = rel_error(download(y1), mma), err_bulk = rel_error(download(y3), mma);
       EXPECT_LE(err, 1e-5) << quant_format_name(f) << " M=" << m;
+      EXPECT_LE(err_bulk, 1e-5) << quant_format_name(f) << " M=" << m << " (bulk)";
       if (std::getenv("KITE_QUANT_TEST_VERBOSE"))
-        std::printf("  decode vs tensor-core %s M=%ld rel diff %.3g\n",
-                    std::string(quant_format_name(f)).c_str(), m, err);
+        std::printf("  decode / bulk vs tensor-core %s M=%ld rel diff %.3g / %.3g\n",
+                    std::string(quant_format_name(f)).c_str(), m, err, err_bulk);
     }
 }
 
-// Split outputs (q / k / v of one stacked weight): every format, both the decode and the
-// tensor-core kernel, and an M past decode sizes; the parts equal the whole output's columns
+// Split outputs (q / k / v of one stacked weight): every format, the decode, tensor-core and
+// bulk-copy kernels, and an M past decode sizes; the parts equal the whole output's columns
 // exactly (the same kernel, only the stores differ). A bias rides along.
 TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
   auto rng = test_rng();
@@ -226,7 +247,7 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
   const int64_t n = 300, k = 1000;
   for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                         QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
-    for (int path : {1, 2})
+    for (int path : {1, 2, 3})
       for (int64_t m : {1, 5, 8, 16}) {
         const QuantizedWeight q =
             f == QuantFormat::kInt4Group ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
@@ -427,7 +448,7 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
         const auto& w = wq[fi];
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
         struct V { const char* name; int path, kw, u; };
-        std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}};
+        std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
         if (m == 1 && n == 4096 && k == 14336 && fi < 2)
           for (int kw : {8, 12, 16})
             for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});

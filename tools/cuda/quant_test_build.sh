@@ -13,8 +13,10 @@ mkdir -p build-q/obj
 newer() { [ "$1" -nt "$2" ] && { [ -z "${3:-}" ] || [ "$1" -nt "$3" ]; }; }
 newer build-q/obj/quant_weights.o $Q/quant_weights.cu $Q/quant_linear.h ||
   $NVCC $FLAGS -c $Q/quant_weights.cu -o build-q/obj/quant_weights.o
-newer build-q/obj/quant_linear.o $Q/quant_linear.cu $Q/quant_linear.h ||
+newer build-q/obj/quant_linear.o $Q/quant_linear.cu $Q/quant_linear.h $Q/quant_kernel.cuh ||
   $NVCC $FLAGS -c $Q/quant_linear.cu -o build-q/obj/quant_linear.o
+newer build-q/obj/quant_gemv_bulk.o $Q/quant_gemv_bulk.cu $Q/quant_kernel.cuh ||
+  $NVCC $FLAGS -c $Q/quant_gemv_bulk.cu -o build-q/obj/quant_gemv_bulk.o
 newer build-q/obj/quant_activation.o $Q/quant_activation.cu $Q/quant_activation.h ||
   $NVCC $FLAGS -c $Q/quant_activation.cu -o build-q/obj/quant_activation.o
 newer build-q/obj/fp8_scale.o $Q/fp8_scale.cu || $NVCC $FLAGS -c $Q/fp8_scale.cu -o build-q/obj/fp8_scale.o
@@ -24,7 +26,8 @@ newer build-q/obj/quant_linear_test.o tests/cuda/quant_linear_test.cpp $Q/quant_
   $CXX -c tests/cuda/quant_linear_test.cpp -o build-q/obj/quant_linear_test.o
 newer build-q/obj/main.o tests/cuda/main.cpp || $CXX -c tests/cuda/main.cpp -o build-q/obj/main.o
 g++ -o build-q/quant_tests build-q/obj/quant_linear_test.o build-q/obj/main.o \
-  build-q/obj/quant_linear.o build-q/obj/quant_weights.o build-q/obj/quant_activation.o \
+  build-q/obj/quant_linear.o build-q/obj/quant_gemv_bulk.o build-q/obj/quant_weights.o \
+  build-q/obj/quant_activation.o \
   build-q/obj/fp8_scale.o build-q/obj/fp8_gemm_lt.o \
   "${PREBUILT:-build-q/prebuilt}/libkite_cuda.a" "${PREBUILT:-build-q/prebuilt}/libkite_lib.a" \
   -Wl,--as-needed -lgtest -L/usr/local/cuda/lib64 -lcublasLt -lcudart_static -lspdlog -lfmt \

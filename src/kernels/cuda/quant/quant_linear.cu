@@ -19,6 +19,7 @@
 #include "kernels/cuda/quant/fp8_gemm_lt.h"
 #include "kernels/cuda/quant/quant_activation.h"
 #include "kernels/cuda/quant/quant_geometry.h"
+#include "kernels/cuda/quant/quant_kernel.cuh"
 #include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/cuda/stream.h"
 
@@ -28,8 +29,6 @@ namespace {
 using namespace quant_detail;
 
 constexpr const char* kOp = "quantized_linear";
-
-enum Fmt : int { kW4 = 0, kFp8Ch = 1, kI8Ch = 2, kFp8Blk = 3 };
 
 Fmt fmt_of(QuantFormat f) {
   switch (f) {
@@ -46,82 +45,10 @@ Fmt fmt_of(QuantFormat f) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// MMA wrappers (PTX ISA fragment layouts; g = lane / 4, t = lane % 4).
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_8bit(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_8bit(int (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t sub_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The GEMM kernel. A block is WR x KW warps: WR warps on consecutive 16-row weight tiles, KW
 // warps splitting the 64-channel chunks between them (warp wk takes U consecutive chunks every
 // KW * U); NT token tiles of 8 (tokens blockIdx.y * NT * 8 ...). Partial sums of the KW warps
 // of a row tile are added through shared memory by the wk == 0 warp, which writes y.
-
-struct KParams {
-  const uint8_t* codes;
-  const float* wscale;
-  const uint8_t* zeros;  // W4
-  const void* x;         // BF16 (W4) or 8-bit codes (W8A8), [m, ldx]
-  const float* xscale;   // W8A8: [m, xcols]
-  const void* bias;
-  void* y;
-  int bias_bf16;
-  int m, n, n_pad;
-  int nchunks;           // K_pad / 64
-  int ldx;               // x row stride, elements
-  int chunks_per_group;  // W4: group / 64; FP8 block: block_cols / 64
-  int block_rows;        // FP8 block
-  int scale_cols;        // FP8 block: weight scale columns = activation groups
-  // Split outputs (seg_count > 1): output features [seg_begin[s], seg_begin[s + 1]) go to
-  // seg_y[s], [m, width_s] (q, k and v of one stacked weight); else all go to y [m, n].
-  void* seg_y[4];
-  int seg_begin[5];
-  int seg_count;
-};
-
-template <typename TOut>
-__device__ __forceinline__ void store_y(const KParams& p, int tok, int row, float v) {
-  if (p.seg_count <= 1) {
-    static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
-    return;
-  }
-  int s = 0;
-  while (s + 1 < p.seg_count && row >= p.seg_begin[s + 1]) ++s;
-  const int width = p.seg_begin[s + 1] - p.seg_begin[s];
-  static_cast<TOut*>(p.seg_y[s])[static_cast<int64_t>(tok) * width + row - p.seg_begin[s]] =
-      from_float<TOut>(v);
-}
 
 template <int F, int NT, int WR, int KW, typename TOut>
 __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
@@ -319,13 +246,27 @@ void launch_decode(const KParams& p, cudaStream_t stream);
 // set_quant_decode_override (benchmarks and tests): path 0 automatic, 1 tensor core, 2 decode
 int g_dec_path = 0, g_dec_kw = 0, g_dec_u = 0;
 
+// KITE_CUDA_QGEMV_BULK=0 keeps M <= 8 off the bulk-copy GEMV in automatic mode (an A/B switch:
+// per-channel FP8/INT8 then take the tensor-core kernel, as before the bulk GEMV).
+const bool g_bulk_auto = [] {
+  const char* v = std::getenv("KITE_CUDA_QGEMV_BULK");
+  return !(v && std::strcmp(v, "0") == 0);
+}();
+
 template <int F, typename TOut>
 void launch_fmt(const KParams& p, cudaStream_t stream) {
-  // M <= 8: the decode kernel for W4A16 and FP8 block (faster on the H200 at every measured
-  // shape); per-channel FP8/INT8 stay on the tensor-core kernel, which measured as fast or
-  // faster there at the large shapes (docs/quant_cuda_notes.md).
+  // M <= 8: the bulk-copy GEMV (quant_gemv_bulk.cu) for per-channel FP8/INT8 (Llama-3-8B FP8
+  // batch-1 decode 3.29 against 3.59 ms on the tensor-core kernel); W4A16 and FP8 block on the
+  // decode kernel (W4A16 on the bulk GEMV measured 3.50 against 2.96 ms: its consumers, not the
+  // copies, are the limit; BENCHMARKS.md, run 6). Path 3 forces the bulk GEMV for W4A16 too.
+  constexpr bool kBulk = F == kW4 || F == kFp8Ch || F == kI8Ch;
+  constexpr bool kBulkDefault = F == kFp8Ch || F == kI8Ch;
   constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
-  if (p.m <= 8 && (g_dec_path == 2 || (g_dec_path == 0 && kDecodeDefault)))
+  if constexpr (kBulk) {
+    if (p.m <= 8 && (g_dec_path == 3 || (g_dec_path == 0 && kBulkDefault && g_bulk_auto)))
+      return launch_qgemv_bulk<F, TOut>(p, stream);
+  }
+  if (p.m <= 8 && (g_dec_path >= 2 || (g_dec_path == 0 && kDecodeDefault)))
     launch_decode<F, TOut>(p, stream);
   else if (p.m <= 8)
     launch_cfg<F, 1, 1, 8, TOut>(p, stream);

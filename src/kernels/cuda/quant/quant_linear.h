@@ -17,11 +17,14 @@
 //   kFp8Block       W8A8 with DeepSeek-V3 128x128 weight blocks and 1x128 activation groups:
 //                   the m16n8k32 E4M3 kernel, fp32 partial sums scaled per 64-channel chunk by
 //                   weight-block scale x activation-group scale.
-// Decode (M <= 8, kInt4Group and kFp8Block by default): qdec_kernel streams the same layouts
-// GEMV-style: one 16-row tile per block, K split over up to 16 warps (one wave of the grid), each
-// warp a contiguous run of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a
-// register ring, same MMAs and fragment orders (identical numerics), programmatic dependent
-// launch. Per-channel FP8/INT8 stay on the tensor-core kernel (measured as fast there).
+// Decode (M <= 8): kFp8PerChannel and kInt8PerChannel by default take the bulk-copy GEMV
+// (quant_gemv_bulk.cu: a persistent block per SM, a producer thread streaming the codes into a
+// shared-memory ring with cp.async.bulk, 16 consumer warps on the same MMAs and fragment
+// orders); kInt4Group and kFp8Block take qdec_kernel (faster for W4A16 than the bulk GEMV on the
+// H200), which streams the same layouts GEMV-style: one 16-row
+// tile per block, K split over up to 16 warps (one wave of the grid), each warp a contiguous run
+// of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a register ring, same MMAs and
+// fragment orders (identical numerics), programmatic dependent launch.
 // Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its weight rows,
 // so a large prefill (M in the thousands) reads the weight M/64 times (from L2 mostly): correct,
 // not yet the fastest path there (cuBLASLt FP8/INT8 GEMMs are the planned large-M route).
@@ -112,8 +115,10 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
                             size_t workspace_bytes, cudaStream_t stream);
 
 // Benchmark/test hook, not for serving (not thread-safe): path 0 = automatic (M <= 8 takes the
-// decode kernel for kInt4Group and kFp8Block, the tensor-core kernel for the per-channel
-// formats), 1 = M <= 8 always on the tensor-core kernel, 2 = always on the decode kernel; kw > 0
+// bulk-copy GEMV for the per-channel formats, the decode kernel for kInt4Group and kFp8Block;
+// KITE_CUDA_QGEMV_BULK=0 gives the per-channel formats back to the tensor-core kernel),
+// 1 = M <= 8 always on the tensor-core kernel, 2 = always on the decode kernel, 3 = on the
+// bulk GEMV (the decode kernel for kFp8Block); kw > 0
 // forces the decode kernel's warps per 16-row tile (at most 16), u = 2 or 4 its chunks in flight
 // per warp (0: 4, FP8 block 2).
 void set_quant_decode_override(int path, int kw = 0, int u = 0);

@@ -1,0 +1,281 @@
+// The quantized decode GEMV (M <= 8) as a stream through shared memory, the quantized twin of
+// gemm/gemv_bulk.cu: one persistent block per SM, one producer thread copying the weight's
+// codes with Hopper's bulk copy engine (cp.async.bulk) into a ring of ~128 KB (W4: 8 stages of
+// 16 KB, 8-bit: 4 of 33 KB) while 16 consumer warps run the same tensor-core MMAs and fragment
+// orders as qdec_kernel (quant_linear.cu) on it. Why: the register-ring decode kernel and the
+// tensor-core kernel keep a few 16-byte loads per lane in flight, which left the per-channel
+// FP8/INT8 GEMVs at ~2.2-2.4 TB/s on the H200; this one streams them at ~2.7-3.0 TB/s
+// (BENCHMARKS.md, run 6). W4A16 stays on qdec_kernel by default: here its consumers (dequant,
+// MMA chains and group-scale loads) and not the copies set the pace (~1.5 against ~1.9 TB/s).
+//
+// Work: 16-row weight tiles (the device layouts' MMA tiles) b, b + gridDim.x, ... per block;
+// each tile streamed in stages of 32 64-channel chunks; every consumer warp takes its
+// consecutive chunks of each stage, so all warps accumulate the same 16 rows, and their partial
+// sums are added in warp order (deterministic) when the tile's last stage is done. Operands
+// other than the codes (activations, W4 scales and zeros) are loaded one stage ahead. W4 stages
+// are contiguous in the layout (copied in four 4 KB parts); 8-bit stages are 16 row copies,
+// stored with a 64-byte pad per row so the lanes' fragment loads (rows g and g + 8) hit
+// distinct banks.
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch_pdl.cuh"
+#include "kernels/cuda/quant/quant_geometry.h"
+#include "kernels/cuda/quant/quant_kernel.cuh"
+#include "kernels/cuda/stream.h"
+
+namespace kite::cuda::quant_detail {
+namespace {
+
+constexpr int kTileRows = 16;
+
+// 32 chunks (2,048 input channels) per stage: W4 stages are 16 KB, 8-bit stages 16 row copies
+// of 2 KB (with 16-chunk stages, 1 KB row copies, FP8 streamed at ~2.1 TB/s against ~2.7-2.9
+// with these; BENCHMARKS.md, run 6). W consumer warps; W4 stages copied in PIECES parts.
+template <int F, int W, int PIECES>
+struct Geometry {
+  static constexpr bool kW4F = F == kW4;
+  static constexpr int kThreads = (W + 1) * 32;
+  static constexpr int kStageChunks = 32;
+  static constexpr int kStages = kW4F ? 8 : 4;
+  static constexpr int kWarpChunks = kStageChunks / W;
+  static constexpr int kRowPitch = kStageChunks * 64 + 64;  // 8-bit: one tile row in smem
+  static constexpr int kStageBytes = kW4F ? kStageChunks * 512 : kTileRows * kRowPitch;
+  // Stages, full and empty barriers, then two [W][4][32] partial-sum buffers (tiles
+  // alternate, so one consumer barrier per tile suffices).
+  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 2 * W * 128 * 4;
+};
+
+// The consumer warps only (the producer has left): a named barrier.
+__device__ __forceinline__ void consumers_sync(int threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+template <int F, typename TOut, int W, int PIECES>
+__global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KParams p) {
+  using G = Geometry<F, W, PIECES>;
+  constexpr int kWarps = W;
+  using Acc = std::conditional_t<F == kI8Ch, int, float>;
+  constexpr bool kW4F = G::kW4F;
+  constexpr int kStages = G::kStages;
+  constexpr int XL = kW4F ? 2 : 1;  // 16-byte activation loads per lane per chunk
+  constexpr int WC = G::kWarpChunks;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * G::kStageBytes);
+  uint64_t* empty = full + kStages;
+  Acc* red = reinterpret_cast<Acc*>(empty + kStages);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tiles = p.n_pad / kTileRows;
+  const int spt = (p.nchunks + G::kStageChunks - 1) / G::kStageChunks;  // stages per tile
+  const int my_tiles =
+      static_cast<int>(blockIdx.x) < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const int items = my_tiles * spt;
+  const int64_t kpad = static_cast<int64_t>(p.nchunks) * kChunk;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kWarps * 32);  // every consumer thread arrives
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp == kWarps) {  // the producer: codes are never written by an earlier kernel, so their
+    // stream starts before pdl_wait (while the kernel that writes x still runs).
+    if (lane == 0) {
+      const uint64_t policy = l2_evict_first_policy();
+      for (int item = 0; item < items; ++item) {
+        const int s = item % kStages;
+        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int tile = blockIdx.x + (item / spt) * gridDim.x;
+        const int c0 = (item % spt) * G::kStageChunks;
+        const int cnt = min(G::kStageChunks, p.nchunks - c0);
+        uint8_t* dst = smem + s * G::kStageBytes;
+        if constexpr (kW4F) {
+          const uint32_t bytes = static_cast<uint32_t>(cnt) * 512;
+          mbar_arrive_expect_tx(&full[s], bytes);
+          const uint8_t* src = p.codes + (static_cast<int64_t>(tile) * p.nchunks + c0) * 512;
+          constexpr uint32_t kPiece = G::kStageBytes / PIECES;
+          for (uint32_t o = 0; o < bytes; o += kPiece)
+            bulk_copy_g2s(dst + o, src + o, bytes - o < kPiece ? bytes - o : kPiece, &full[s],
+                          policy);
+        } else {
+          const uint32_t bytes = static_cast<uint32_t>(cnt) * kChunk;
+          mbar_arrive_expect_tx(&full[s], bytes * kTileRows);
+          const uint8_t* src = p.codes + static_cast<int64_t>(tile) * kTileRows * kpad + c0 * kChunk;
+          for (int r = 0; r < kTileRows; ++r)
+            bulk_copy_g2s(dst + r * G::kRowPitch, src + r * kpad, bytes, &full[s], policy);
+        }
+      }
+    }
+    return;
+  }
+
+  pdl_wait();  // x (and its scales) come from the previous kernel
+  pdl_trigger();
+  const int g = lane >> 2, t = lane & 3;
+  const bool tok_ok = g < p.m;  // this lane's B-fragment token
+  // What a stage's MMAs need besides the stage itself: activations, W4 scales and zeros. They
+  // are loaded one item ahead (their L2 latency is most of a stage's time budget at the read
+  // roofline, so loading them after the stage lands stalls the ring).
+  struct Operands {
+    uint4 xv[WC][XL];
+    float ws[WC][2];
+    uint32_t wz[WC][2];
+  };
+  auto load_operands = [&](int item, Operands& o) {
+    const int tile = blockIdx.x + (item / spt) * gridDim.x;
+    const int row_g = tile * kTileRows + g;
+    const int cw = (item % spt) * G::kStageChunks + warp * WC;
+#pragma unroll
+    for (int u = 0; u < WC; ++u) {
+      const int c = cw + u;
+      const bool on = c < p.nchunks;
+      if (on && tok_ok) {
+        if constexpr (kW4F) {
+          const uint4* xp = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
+                                                           static_cast<int64_t>(g) * p.ldx +
+                                                           c * kChunk + 16 * t);
+          o.xv[u][0] = __ldg(xp);
+          o.xv[u][1] = __ldg(xp + 1);
+        } else {
+          o.xv[u][0] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) +
+                                                            static_cast<int64_t>(g) * p.ldx +
+                                                            c * kChunk + 16 * t));
+        }
+      } else {
+#pragma unroll
+        for (int h = 0; h < XL; ++h) o.xv[u][h] = make_uint4(0, 0, 0, 0);
+      }
+      if constexpr (kW4F) {
+        if (on) {
+          const int64_t so = static_cast<int64_t>(c / p.chunks_per_group) * p.n_pad + row_g;
+          o.ws[u][0] = __ldg(p.wscale + so);
+          o.ws[u][1] = __ldg(p.wscale + so + 8);
+          o.wz[u][0] = __ldg(p.zeros + so);
+          o.wz[u][1] = __ldg(p.zeros + so + 8);
+        }
+      }
+    }
+  };
+  Operands cur, next;
+  if (items > 0) load_operands(0, cur);
+  Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+  for (int item = 0; item < items; ++item) {
+    const int s = item % kStages;
+    const int tl = item / spt, st = item % spt;
+    const int tile = blockIdx.x + tl * gridDim.x;
+    const int cw = st * G::kStageChunks + warp * WC;  // this warp's first chunk of the stage
+    if (item + 1 < items) load_operands(item + 1, next);
+    const auto& xv = cur.xv;
+    const auto& ws = cur.ws;
+    const auto& wz = cur.wz;
+    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const uint8_t* stage = smem + s * G::kStageBytes;
+#pragma unroll
+    for (int u = 0; u < WC; ++u) {
+      if (cw + u >= p.nchunks) break;
+      const int cl = warp * WC + u;  // chunk within the stage
+      if constexpr (kW4F) {
+        const uint4 wv = reinterpret_cast<const uint4*>(stage + cl * 512)[lane];
+        const uint32_t z0 = (0x4300u | wz[u][0]) * 0x10001u;
+        const uint32_t z1 = (0x4300u | wz[u][1]) * 0x10001u;
+        float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          const uint32_t q = word(wv, h);
+          uint32_t a[4];
+          // Pair p = nibbles p and p + 4 -> BF16x2 {128 + q_lo, 128 + q_hi}; minus 128 + zero.
+          a[0] = sub_bf16x2((q & 0x000F000Fu) | 0x43004300u, z0);
+          a[1] = sub_bf16x2(((q >> 4) & 0x000F000Fu) | 0x43004300u, z1);
+          a[2] = sub_bf16x2(((q >> 8) & 0x000F000Fu) | 0x43004300u, z0);
+          a[3] = sub_bf16x2(((q >> 12) & 0x000F000Fu) | 0x43004300u, z1);
+          mma_bf16(ct, a, word(xv[u][h >> 1], (h & 1) * 2), word(xv[u][h >> 1], (h & 1) * 2 + 1));
+        }
+        acc[0] = fmaf(ct[0], ws[u][0], acc[0]);
+        acc[1] = fmaf(ct[1], ws[u][0], acc[1]);
+        acc[2] = fmaf(ct[2], ws[u][1], acc[2]);
+        acc[3] = fmaf(ct[3], ws[u][1], acc[3]);
+      } else {
+        const uint8_t* r0 = stage + g * G::kRowPitch + cl * kChunk + 16 * t;
+        const uint4 w0 = *reinterpret_cast<const uint4*>(r0);
+        const uint4 w1 = *reinterpret_cast<const uint4*>(r0 + 8 * G::kRowPitch);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t a[4] = {word(w0, 2 * h), word(w1, 2 * h), word(w0, 2 * h + 1),
+                                 word(w1, 2 * h + 1)};
+          mma_8bit(acc, a, word(xv[u][0], 2 * h), word(xv[u][0], 2 * h + 1));
+        }
+      }
+    }
+    // Every thread arrives (not one per warp after __syncwarp): the same order, and the form
+    // compute-sanitizer's racecheck follows (it flagged the one-arrival form's stage reuse).
+    mbar_arrive(&empty[s]);
+    if (st == spt - 1) {  // the tile is done: add the 8 warps' partials in warp order
+      Acc* rb = red + (tl & 1) * (kWarps * 128);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) rb[(warp * 4 + i) * 32 + lane] = acc[i];
+      consumers_sync(kWarps * 32);
+      if (threadIdx.x < 128) {
+        const int i = threadIdx.x >> 5, l = threadIdx.x & 31;
+        Acc sum = Acc(0);
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) sum += rb[(w * 4 + i) * 32 + l];
+        const int row = tile * kTileRows + (l >> 2) + (i >= 2 ? 8 : 0);
+        const int tok = 2 * (l & 3) + (i & 1);
+        if (row < p.n && tok < p.m) {
+          float v = static_cast<float>(sum);
+          if constexpr (F == kFp8Ch || F == kI8Ch)
+            v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
+          if (p.bias)
+            v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
+                             : static_cast<const float*>(p.bias)[row];
+          store_y<TOut>(p, tok, row, v);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = Acc(0);
+    }
+    cur = next;
+  }
+}
+
+}  // namespace
+
+template <int F, typename TOut, int W, int PIECES>
+void launch_variant(const KParams& p, cudaStream_t stream) {
+  using G = Geometry<F, W, PIECES>;
+  static const bool ready = [] {
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, W, PIECES>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         G::kSmemBytes));
+    return true;
+  }();
+  (void)ready;
+  const int tiles = p.n_pad / kTileRows;
+  const int sms = device_properties().multiProcessorCount;
+  const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
+  launch_pdl(qgemv_bulk_kernel<F, TOut, W, PIECES>, grid, G::kThreads, G::kSmemBytes, stream, p);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+template <int F, typename TOut>
+void launch_qgemv_bulk(const KParams& p, cudaStream_t stream) {
+  static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
+  // 16 consumer warps and W4 stages in four 4 KB copies: the best of the five (warps, copies)
+  // pairs measured at model level (BENCHMARKS.md, run 6).
+  launch_variant<F, TOut, 16, 4>(p, stream);
+}
+
+template void launch_qgemv_bulk<kW4, float>(const KParams&, cudaStream_t);
+template void launch_qgemv_bulk<kW4, bf16>(const KParams&, cudaStream_t);
+template void launch_qgemv_bulk<kFp8Ch, float>(const KParams&, cudaStream_t);
+template void launch_qgemv_bulk<kFp8Ch, bf16>(const KParams&, cudaStream_t);
+template void launch_qgemv_bulk<kI8Ch, float>(const KParams&, cudaStream_t);
+template void launch_qgemv_bulk<kI8Ch, bf16>(const KParams&, cudaStream_t);
+
+}  // namespace kite::cuda::quant_detail

@@ -1,0 +1,96 @@
+// Device pieces shared by the quantized-linear kernels (quant_linear.cu: the tensor-core and
+// decode kernels; quant_gemv_bulk.cu: the bulk-copy decode GEMV): the kernel parameters, the
+// output store, and the MMA / dequantization helpers. Internal to src/kernels/cuda/quant.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+namespace kite::cuda::quant_detail {
+
+enum Fmt : int { kW4 = 0, kFp8Ch = 1, kI8Ch = 2, kFp8Blk = 3 };
+
+// ---------------------------------------------------------------------------------------------
+// MMA wrappers (PTX ISA fragment layouts; g = lane / 4, t = lane % 4).
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_8bit(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_8bit(int (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t sub_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel parameters (one struct for every quantized kernel) and the output store.
+
+struct KParams {
+  const uint8_t* codes;
+  const float* wscale;
+  const uint8_t* zeros;  // W4
+  const void* x;         // BF16 (W4) or 8-bit codes (W8A8), [m, ldx]
+  const float* xscale;   // W8A8: [m, xcols]
+  const void* bias;
+  void* y;
+  int bias_bf16;
+  int m, n, n_pad;
+  int nchunks;           // K_pad / 64
+  int ldx;               // x row stride, elements
+  int chunks_per_group;  // W4: group / 64; FP8 block: block_cols / 64
+  int block_rows;        // FP8 block
+  int scale_cols;        // FP8 block: weight scale columns = activation groups
+  // Split outputs (seg_count > 1): output features [seg_begin[s], seg_begin[s + 1]) go to
+  // seg_y[s], [m, width_s] (q, k and v of one stacked weight); else all go to y [m, n].
+  void* seg_y[4];
+  int seg_begin[5];
+  int seg_count;
+};
+
+template <typename TOut>
+__device__ __forceinline__ void store_y(const KParams& p, int tok, int row, float v) {
+  if (p.seg_count <= 1) {
+    static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + row] = from_float<TOut>(v);
+    return;
+  }
+  int s = 0;
+  while (s + 1 < p.seg_count && row >= p.seg_begin[s + 1]) ++s;
+  const int width = p.seg_begin[s + 1] - p.seg_begin[s];
+  static_cast<TOut*>(p.seg_y[s])[static_cast<int64_t>(tok) * width + row - p.seg_begin[s]] =
+      from_float<TOut>(v);
+}
+
+// The bulk-copy decode GEMV (quant_gemv_bulk.cu) for M <= 8: kW4, kFp8Ch and kI8Ch.
+template <int F, typename TOut>
+void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);
+
+}  // namespace kite::cuda::quant_detail
