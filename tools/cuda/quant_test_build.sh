@@ -20,6 +20,8 @@ newer build-q/obj/quant_gemv_bulk.o $Q/quant_gemv_bulk.cu $Q/quant_kernel.cuh ||
 newer build-q/obj/quant_activation.o $Q/quant_activation.cu $Q/quant_activation.h ||
   $NVCC $FLAGS -c $Q/quant_activation.cu -o build-q/obj/quant_activation.o
 newer build-q/obj/fp8_scale.o $Q/fp8_scale.cu || $NVCC $FLAGS -c $Q/fp8_scale.cu -o build-q/obj/fp8_scale.o
+newer build-q/obj/w4_dequant.o $Q/w4_dequant.cu $Q/w4_dequant.h ||
+  $NVCC $FLAGS -c $Q/w4_dequant.cu -o build-q/obj/w4_dequant.o
 newer build-q/obj/fp8_gemm_lt.o $Q/fp8_gemm_lt.cpp $Q/fp8_gemm_lt.h ||
   $CXX -c $Q/fp8_gemm_lt.cpp -o build-q/obj/fp8_gemm_lt.o
 newer build-q/obj/quant_linear_test.o tests/cuda/quant_linear_test.cpp $Q/quant_linear.h ||
@@ -28,7 +30,7 @@ newer build-q/obj/main.o tests/cuda/main.cpp || $CXX -c tests/cuda/main.cpp -o b
 g++ -o build-q/quant_tests build-q/obj/quant_linear_test.o build-q/obj/main.o \
   build-q/obj/quant_linear.o build-q/obj/quant_gemv_bulk.o build-q/obj/quant_weights.o \
   build-q/obj/quant_activation.o \
-  build-q/obj/fp8_scale.o build-q/obj/fp8_gemm_lt.o \
+  build-q/obj/fp8_scale.o build-q/obj/fp8_gemm_lt.o build-q/obj/w4_dequant.o \
   "${PREBUILT:-build-q/prebuilt}/libkite_cuda.a" "${PREBUILT:-build-q/prebuilt}/libkite_lib.a" \
   -Wl,--as-needed -lgtest -L/usr/local/cuda/lib64 -lcublasLt -lcudart_static -lspdlog -lfmt \
   -lgomp -lpthread -ldl -lrt -Wl,-rpath,'$ORIGIN/lib:/usr/local/cuda/lib64'

@@ -35,7 +35,9 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 
 // (handle, m, n, k, ldw, ldx, bias, outer-vector scaling) -> plan; one engine thread uses it.
 // Without outer vectors the plan is a plain FP8 GEMM into F32 (scales applied afterwards).
-using Key = std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
+// The last flag: INT8 codes (S8 x S8 -> S32, always unscaled) instead of FP8 E4M3.
+using Key =
+    std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
 std::map<Key, std::unique_ptr<Fp8Plan>>& plans() {
   static auto* p = new std::map<Key, std::unique_ptr<Fp8Plan>>();
   return *p;
@@ -44,9 +46,10 @@ std::map<Key, std::unique_ptr<Fp8Plan>>& plans() {
 Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key) {
   auto& cache = plans();
   if (auto it = cache.find(key); it != cache.end()) return *it->second;
-  const auto [handle, m, n, k, ldw, ldx, has_bias, outer_vec] = key;
+  const auto [handle, m, n, k, ldw, ldx, has_bias, outer_vec, int8] = key;
   auto plan = std::make_unique<Fp8Plan>();
-  KITE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  KITE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
+                                             int8 ? CUDA_R_32I : CUDA_R_32F));
   set_attr(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set_attr(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   if (outer_vec) {
@@ -58,10 +61,11 @@ Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key) {
       set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
     }
   }
-  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k, n, ldw));
-  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, k, m, ldx));
-  KITE_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&plan->d, outer_vec ? CUDA_R_16BF : CUDA_R_32F, n, m, n));
+  const cudaDataType_t codes = int8 ? CUDA_R_8I : CUDA_R_8F_E4M3;
+  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, codes, k, n, ldw));
+  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, codes, k, m, ldx));
+  KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &plan->d, outer_vec ? CUDA_R_16BF : (int8 ? CUDA_R_32I : CUDA_R_32F), n, m, n));
   cublasLtMatmulPreference_t pref = nullptr;
   KITE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = ctx.workspace_bytes();
@@ -74,14 +78,15 @@ Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key) {
   cublasLtMatmulPreferenceDestroy(pref);
   plan->ok = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (plan->ok) plan->algo = result.algo;
-  static bool told[2] = {false, false};
-  if (!told[outer_vec]) {  // once per kind: which route this GPU / cuBLASLt gives
-    told[outer_vec] = true;
+  static bool told[3] = {false, false, false};
+  const int kind = int8 ? 2 : outer_vec ? 1 : 0;
+  if (!told[kind]) {  // once per kind: which route this GPU / cuBLASLt gives
+    told[kind] = true;
     const std::string what =
         plan->ok ? std::string("available")
                  : "has no algorithm (status " + std::to_string(static_cast<int>(status)) + ")";
-    std::fprintf(stderr, "fp8 gemm: cuBLASLt %s %s\n",
-                 outer_vec ? "outer-vector scaling" : "per-tensor FP8 -> F32", what.c_str());
+    const char* names[3] = {"per-tensor FP8 -> F32", "outer-vector scaling", "INT8 -> S32"};
+    std::fprintf(stderr, "w8a8 gemm: cuBLASLt %s %s\n", names[kind], what.c_str());
   }
   return *cache.emplace(key, std::move(plan)).first->second;
 }
@@ -94,10 +99,10 @@ bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, 
                       cudaStream_t stream) {
   if (y.dtype() != DType::kBF16 || (bias && bias->dtype() != DType::kBF16)) return false;
   if (k % 16 != 0 || ldw % 16 != 0 || ldx % 16 != 0) return false;
-  Fp8Plan& plan = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, bias != nullptr, true});
+  Fp8Plan& plan = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, bias != nullptr, true, false});
   if (!plan.ok) {
     // Per-tensor route: the unscaled FP8 product into F32 scratch, then the scales and bias.
-    Fp8Plan& plain = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, false, false});
+    Fp8Plan& plain = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, false, false, false});
     if (!plain.ok || !scratch) return false;
     const float alpha = 1.0f, beta = 0.0f;
     KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plain.op, &alpha, wq, plain.a, xq, plain.b,
@@ -114,6 +119,22 @@ bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, 
   KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.op, &alpha, wq, plan.a, xq, plan.b, &beta,
                                    y.raw(), plan.d, y.raw(), plan.d, &plan.algo, ctx.workspace(),
                                    ctx.workspace_bytes(), stream));
+  return true;
+}
+
+bool int8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, int64_t n,
+                       int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
+                       int64_t k, const Tensor* bias, Tensor& y, int32_t* scratch,
+                       cudaStream_t stream) {
+  if (y.dtype() != DType::kBF16 || (bias && bias->dtype() != DType::kBF16) || !scratch) return false;
+  if (k % 16 != 0 || ldw % 16 != 0 || ldx % 16 != 0 || n % 4 != 0) return false;
+  Fp8Plan& plan = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, false, false, true});
+  if (!plan.ok) return false;
+  const int32_t alpha = 1, beta = 0;
+  KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.op, &alpha, wq, plan.a, xq, plan.b, &beta,
+                                   scratch, plan.d, scratch, plan.d, &plan.algo, ctx.workspace(),
+                                   ctx.workspace_bytes(), stream));
+  scale_rows_cols(scratch, x_scale, w_scale, bias, y, m, n, stream);
   return true;
 }
 

@@ -1,4 +1,4 @@
-// FP8 W8A8 GEMM through cuBLASLt for many rows (prefill, large decode batches): y[M, N] =
+// FP8 (and INT8) W8A8 GEMM through cuBLASLt for many rows (prefill, large decode batches): y[M, N] =
 // (xq[M, K] · wq[N, K]^T) * x_scale[m] * w_scale[n] (+ bias[n]), with FP8 E4M3 xq / wq and the
 // row and column scales applied by cuBLASLt's outer-vector scaling (CUDA 13), BF16 output.
 // quantized_linear (quant_linear.h) uses it for kFp8PerChannel when M is above the decode
@@ -27,8 +27,18 @@ bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, 
                       cudaStream_t stream);
 inline int64_t fp8_gemm_scratch_floats(int64_t m, int64_t n) { return m * n; }
 
+// The INT8 twin (SmoothQuant W8A8 beyond decode sizes): S8 x S8 -> S32 into `scratch` (int32
+// [M, N], exact), then the row and column scales and the bias; N a multiple of 4. Returns false
+// (and launches nothing) when cuBLASLt has no algorithm for the shape.
+bool int8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, int64_t n,
+                       int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
+                       int64_t k, const Tensor* bias, Tensor& y, int32_t* scratch,
+                       cudaStream_t stream);
+
 // y[m, n] = bf16(acc[m, n] * x_scale[m] * w_scale[n] + bias[n]) (fp8_scale.cu).
 void scale_rows_cols(const float* acc, const float* x_scale, const float* w_scale,
+                     const Tensor* bias, Tensor& y, int64_t m, int64_t n, cudaStream_t stream);
+void scale_rows_cols(const int32_t* acc, const float* x_scale, const float* w_scale,
                      const Tensor* bias, Tensor& y, int64_t m, int64_t n, cudaStream_t stream);
 
 }  // namespace kite::cuda

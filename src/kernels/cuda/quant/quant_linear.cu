@@ -21,6 +21,7 @@
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
 #include "kernels/cuda/quant/quant_linear.h"
+#include "kernels/cuda/quant/w4_dequant.h"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda {
@@ -498,20 +499,31 @@ void set_quant_decode_override(int path, int kw, int u) {
   g_dec_u = u;
 }
 
-// Rows above which FP8 per channel prefers cuBLASLt (fp8_gemm_lt.h) to the kernels here.
+// Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
+// Rows above which W4A16 expands its weight to BF16 for one cuBLASLt GEMM (w4_dequant.h).
+constexpr int64_t kW4DequantMinRows = 128;
+
+bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m) {
+  if (w.format == QuantFormat::kFp8PerChannel || w.format == QuantFormat::kInt8PerChannel)
+    return m > kLtMinRows;
+  return w.format == QuantFormat::kInt4Group && m > kW4DequantMinRows;
+}
 
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   const size_t kp = static_cast<size_t>(w.padded_in),
                mm = static_cast<size_t>(std::max<int64_t>(m, 0));
-  if (w.format == QuantFormat::kInt4Group) return mm * kp * 2;
+  if (w.format == QuantFormat::kInt4Group)  // x prepared; above the threshold, W in BF16 too
+    return static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp * 2), 256)) +
+           (takes_lt_route(w, m) ? static_cast<size_t>(w.padded_out) * kp * 2 : 0);
   const size_t groups = w.format == QuantFormat::kFp8Block
                             ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols))
                             : 1;
   size_t bytes =
       static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
-  // FP8 per channel beyond decode sizes: F32 [M, N] scratch for cuBLASLt's per-tensor route.
-  if (w.format == QuantFormat::kFp8PerChannel && m > kLtMinRows)
+  // FP8 / INT8 per channel beyond decode sizes: F32 / S32 [M, N] scratch for cuBLASLt's
+  // unscaled product.
+  if (takes_lt_route(w, m))
     bytes = static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) +
             static_cast<size_t>(round_up(static_cast<int64_t>(mm * 4), 256)) +
             static_cast<size_t>(fp8_gemm_scratch_floats(m, w.out_features)) * 4;
@@ -527,8 +539,7 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
 
 bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs) {
   if (outputs == 1) return true;  // no split: every route takes it
-  return outputs >= 2 && outputs <= 4 &&
-         !(w.format == QuantFormat::kFp8PerChannel && m > kLtMinRows);
+  return outputs >= 2 && outputs <= 4 && !takes_lt_route(w, m);
 }
 
 void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
@@ -540,8 +551,9 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   const int64_t m = x.numel() / k;
   KITE_CUDA_OP_CHECK(!ys.empty() && ys.size() <= 4, kOp, "1 to 4 outputs");
   KITE_CUDA_OP_CHECK(ys.size() == 1 || quantized_split_applies(w, m, ys.size()), kOp,
-                     "split outputs are not taken by the cuBLASLt route (FP8 per channel, M > " +
-                         std::to_string(kLtMinRows) + ")");
+                     "split outputs are not taken by the cuBLASLt routes (FP8 / INT8 per channel "
+                     "above " + std::to_string(kLtMinRows) + " rows, INT4 above " +
+                         std::to_string(kW4DequantMinRows) + ")");
   int64_t width_sum = 0;
   for (Tensor* y : ys) {
     check_device_float(*y, kOp, "y");
@@ -600,6 +612,17 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       p.x = xp;
       p.ldx = static_cast<int>(kp);
     }
+    // Many rows: W expanded to BF16 once, then one cuBLASLt GEMM (bias in y's dtype there).
+    if (takes_lt_route(w, m) && (!bias || bias->dtype() == y.dtype())) {
+      auto* wd = reinterpret_cast<bf16*>(ws + round_up(m * kp * 2, 256));
+      launch_w4_dequant(p.codes, p.wscale, p.zeros, w.padded_out, kp, p.chunks_per_group, wd,
+                        stream);
+      const Tensor xt = Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr,
+                                     Device::kCuda);
+      const Tensor wt = Tensor::wrap(wd, {n, kp}, DType::kBF16, nullptr, Device::kCuda);
+      linear(blas, xt, wt, bias, y, stream);
+      return;
+    }
   } else {
     uint8_t* q = ws;
     auto* sx = reinterpret_cast<float*>(ws + round_up(m * kp, 256));
@@ -614,12 +637,18 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     } else {
       launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, q, sx, stream);
     }
-    // Beyond decode sizes, FP8 per channel goes through cuBLASLt (one pass over W at tensor-
-    // core rate) when it has an algorithm; the row / column scales are its outer vectors.
-    if (f == kFp8Ch && m > kLtMinRows) {
-      auto* acc = reinterpret_cast<float*>(ws + round_up(m * kp, 256) + round_up(m * 4, 256));
-      if (fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx, m, kp, kp,
-                           bias, y, acc, stream))
+    // Beyond decode sizes, FP8 / INT8 per channel go through cuBLASLt (one pass over W at
+    // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
+    // vectors, INT8's are applied to the exact S32 product after.
+    if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m)) {
+      void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
+      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
+                                          sx, m, kp, kp, bias, y, static_cast<float*>(acc),
+                                          stream))
+        return;
+      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
+                                          sx, m, kp, kp, bias, y, static_cast<int32_t*>(acc),
+                                          stream))
         return;
     }
   }

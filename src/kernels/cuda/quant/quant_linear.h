@@ -26,8 +26,10 @@
 // of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a register ring, same MMAs and
 // fragment orders (identical numerics), programmatic dependent launch.
 // Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its weight rows,
-// so a large prefill (M in the thousands) reads the weight M/64 times (from L2 mostly): correct,
-// not yet the fastest path there (cuBLASLt FP8/INT8 GEMMs are the planned large-M route).
+// so a large prefill would read the weight M/64 times. Hence the large-M routes through
+// cuBLASLt: FP8 / INT8 per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with outer-vector
+// scales; S8 x S8 -> S32, then the scales), W4A16 above 128 rows (w4_dequant.h: W expanded to
+// BF16, then a BF16 GEMM; each weight rounded to BF16 there). FP8 block stays on the kernel.
 //
 // Device layouts (DeviceQuantizedWeight), N_pad = round_up(N, 64), K_pad = round_up(K, 64):
 //   kInt4Group      codes U8 [N_pad/16, K_pad/64, 32 lanes, 16 bytes]: each 16-row x 64-channel
@@ -101,7 +103,7 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 // y[M, N] = act(x · diag(input_scale)) · W^T (+ bias). x BF16 [.., K] on the device (16-byte
 // aligned); y BF16 or F32 [.., N]; bias (optional) F32 or BF16 [N]. `workspace` holds at least
 // quantized_linear_workspace_bytes(w, M) bytes (256-byte aligned), used only by work queued on
-// `stream`. `blas` is reserved for the large-M cuBLASLt route (unused today). Throws
+// `stream`. `blas` serves the large-M cuBLASLt routes. Throws
 // std::invalid_argument on a shape/dtype mismatch or a short workspace. Capturable in a graph.
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
