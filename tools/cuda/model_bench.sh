@@ -11,6 +11,8 @@
 #   BULK_MIN_AB=1  batch-1 decode with the bulk GEMV from 40 MB (o on the warp kernel) / 32 MB
 #   PDL_AB=1  batch-1 decode with PDL for the GEMVs only (default) / all decode kernels / none
 #   SPLIT_AB=1  batch-1 decode with decode attention's old minimum split (256 keys) and the new
+#               (GQA: KITE_CUDA_DECODE_SPLIT_KEYS on Llama; MLA: KITE_CUDA_MLA_SPLIT_KEYS on
+#               DeepSeek-V2-Lite, also at batch 8 with 2048-token prompts)
 #   QUANT=1  batch-1 decode with --quantization fp8 / int8 / int4 (dummy quantized weights),
 #            and with --kv-cache-dtype fp8 (the log's "KV cache:" lines give the capacity)
 #   QUANT_THROUGHPUT=1  throughput at 128 concurrent, BF16 vs FP8 weights (KV_DTYPES="auto fp8"
@@ -87,6 +89,10 @@ fi
 if [ "${SPLIT_AB:-0}" = 1 ]; then
   KITE_CUDA_DECODE_SPLIT_KEYS=256 lat llama_b1_split256 $LLAMA 1 512 64
   lat llama_b1_split64 $LLAMA 1 512 64
+  KITE_CUDA_MLA_SPLIT_KEYS=256 lat dsv2lite_b1_split256 $DSV2 1 512 64
+  lat dsv2lite_b1_split32 $DSV2 1 512 64
+  KITE_CUDA_MLA_SPLIT_KEYS=256 lat dsv2lite_b8_2k_split256 $DSV2 8 2048 64
+  lat dsv2lite_b8_2k_split32 $DSV2 8 2048 64
 fi
 # Quantized weights (issue 7), same session: batch-1 decode per format, then offline
 # throughput at 128 concurrent, BF16 vs FP8.

@@ -16,6 +16,7 @@
 // reading the latent twice instead of 8 times for 128 heads) measured slower (try_decode_mla).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/cuda/attention/mma_tile.cuh"
@@ -31,7 +32,17 @@ constexpr int kBlockN = 32;  // keys per tile: four n-tiles of 8
 constexpr int kDqk = 576, kDv = 512;
 constexpr int kStageBytes = kBlockN * kDqk * 2;
 constexpr int kMaxSplits = 256;
-constexpr int64_t kMinKeysPerSplit = 256;
+// One key tile per split at least: DeepSeek-V2-Lite at batch 1 has one 16-head block per
+// sequence, so a 512-token context ran on 2 blocks with 256-key splits.
+// KITE_CUDA_MLA_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
+int64_t min_keys_per_split() {
+  static const int64_t keys = [] {
+    const char* v = std::getenv("KITE_CUDA_MLA_SPLIT_KEYS");
+    const long long n = v ? std::atoll(v) : 0;
+    return n >= kBlockN ? static_cast<int64_t>(n) : int64_t{kBlockN};
+  }();
+  return keys;
+}
 
 template <int HB, int WARPS, int STAGES>
 struct MlaLayout {
@@ -273,7 +284,7 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   } else {
     const int64_t target = 4 * int64_t{device_properties().multiProcessorCount};
     const int64_t wanted = (target + ctas - 1) / ctas;
-    const int64_t useful = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+    const int64_t useful = (max_len + min_keys_per_split() - 1) / min_keys_per_split();
     p.num_splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
   }
   p.keys_per_split =
