@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/quant_ops.h"
@@ -69,6 +70,19 @@ void Backend::quantized_linear_split(const Tensor& x, const QuantizedWeight* hos
     copy_columns(y, col, *out, 0, out->size(-1));
     col += out->size(-1);
   }
+}
+
+void Backend::rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, float eps) {
+  if (x.dim() < 1 || width <= 0 || width > x.size(-1) || weight.numel() != width)
+    throw std::invalid_argument("rms_norm_prefix: width " + std::to_string(width) +
+                                " must be in [1, " + std::to_string(x.dim() ? x.size(-1) : 0) +
+                                "] and match the weight's " + std::to_string(weight.numel()) +
+                                " values");
+  const int64_t rows = x.numel() / x.size(-1);
+  Tensor part = empty({rows, width}, x.dtype());
+  copy_columns(x, 0, part, 0, width);
+  rms_norm(part, weight, eps, part);
+  copy_columns(part, 0, x, 0, width);
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& out) {

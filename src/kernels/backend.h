@@ -133,6 +133,10 @@ class Backend {
                                       const void* prepared, const Tensor* bias,
                                       std::span<Tensor* const> outs);
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  // rms_norm in place over the first `width` columns of each row of x [rows, C] (weight
+  // [width]), the rest untouched: MLA's latent row [c_kv | k_rope]. The default copies the
+  // columns out, normalises and copies them back; the CUDA backend does it in one kernel.
+  virtual void rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, float eps);
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                             Tensor& out) = 0;
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;

@@ -170,7 +170,9 @@ TEST_P(CudaModel, LogitsWithinBf16OfTransformers) {
     std::printf("  %s prompt %zu (%zu tokens): relative error vs transformers fp32 %.2e, "
                 "%lld/%zu rows within 3e-2\n",
                 c.name.c_str(), p, ids.size(), err, static_cast<long long>(good_rows), ids.size());
-    if (!c.random_router || ids.size() <= 7) EXPECT_LT(err, c.tolerance) << c.name << " prompt " << p;
+    if (!c.random_router || ids.size() <= 7) {
+      EXPECT_LT(err, c.tolerance) << c.name << " prompt " << p;
+    }
   }
 }
 

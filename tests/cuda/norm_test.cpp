@@ -77,6 +77,46 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(info.param.hidden);
     });
 
+// rms_norm_prefix: MLA's latent row (576 = 512 normalised + 64 rope dims; vector path), a
+// width not a multiple of the vector (scalar path), the whole row; against ops::rms_norm on
+// the leading columns, the rest untouched.
+TEST(CudaNorm, RmsNormPrefixMatchesCpu) {
+  auto rng = test_rng();
+  struct Case {
+    DType dtype;
+    int64_t rows, cols, width;
+  };
+  for (const Case c : {Case{DType::kBF16, 5, 576, 512}, Case{DType::kF32, 1, 576, 512},
+                       Case{DType::kF32, 4, 80, 64}, Case{DType::kBF16, 3, 13, 7},
+                       Case{DType::kBF16, 2, 64, 64}}) {
+    SCOPED_TRACE(dtype_label(c.dtype) + " " + std::to_string(c.rows) + "x" +
+                 std::to_string(c.cols) + " width " + std::to_string(c.width));
+    Tensor x = random_host({c.rows, c.cols}, rng, -2.0f, 2.0f);
+    Tensor w = random_host({c.width}, rng, 0.5f, 1.5f);
+    round_to(x, c.dtype);
+    round_to(w, c.dtype);
+    Tensor lead = Tensor::empty({c.rows, c.width});
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t j = 0; j < c.width; ++j)
+        lead.data<float>()[r * c.width + j] = x.data<float>()[r * c.cols + j];
+    Tensor ref_lead = Tensor::empty(lead.shape());
+    ops::rms_norm(lead, w, 1e-6f, ref_lead);
+    Tensor ref = x.clone();
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t j = 0; j < c.width; ++j)
+        ref.data<float>()[r * c.cols + j] = ref_lead.data<float>()[r * c.width + j];
+
+    Tensor dx = upload(x, c.dtype), dw = upload(w, c.dtype);
+    rms_norm_prefix(dx, c.width, dw, 1e-6f, test_stream());
+    KITE_EXPECT_CLOSE(download(dx), ref, tolerance(c.dtype));
+  }
+  Tensor x = device_empty({2, 64}, DType::kF32);
+  Tensor w = device_empty({65}, DType::kF32);
+  EXPECT_THROW(rms_norm_prefix(x, 65, w, 1e-6f, test_stream()), std::invalid_argument);
+  Tensor w32 = device_empty({32}, DType::kF32);
+  EXPECT_THROW(rms_norm_prefix(x, 31, w32, 1e-6f, test_stream()), std::invalid_argument);
+}
+
 TEST(CudaNorm, RejectsBadShapesAndAliasing) {
   Tensor x = device_empty({2, 64}, DType::kF32);
   Tensor w_bad = device_empty({63}, DType::kF32);

@@ -27,6 +27,12 @@ namespace kite::cuda {
 // out may alias x. One block per row.
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream);
 
+// In place over the first `width` columns of each row of x [.., C] (weight [width]); the other
+// columns are left as they are. MLA's latent row [c_kv | k_rope]: c_kv normalised in the
+// projection's output, no copies out and back.
+void rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, float eps,
+                     cudaStream_t stream);
+
 // residual += x (stored rounded to the dtype); out = rms_norm(residual) * weight, normalising
 // the stored residual. out may alias x, never residual.
 void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out,

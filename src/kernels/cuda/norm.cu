@@ -5,6 +5,8 @@
 // dtype. Pass 2 re-reads the same elements (each thread its own, so from L1/L2 and with no
 // cross-thread dependency) and writes weight * (x * inv_rms), rounding x * inv_rms to the
 // dtype first as Hugging Face's LlamaRMSNorm does for bf16 (exact for fp32).
+#include <string>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -16,11 +18,12 @@ namespace {
 
 template <typename T, int VEC, bool kAddResidual>
 __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no __restrict__
-                                const T* __restrict__ weight, T* out, int hidden, float eps) {
+                                const T* __restrict__ weight, T* out, int hidden, float eps,
+                                int64_t row_stride) {
   __shared__ float scratch[32];
   pdl_trigger();  // the decode GEMV that follows may start loading its weights
   pdl_wait();     // if launched early (KITE_CUDA_PDL_ALL): x and residual come from before
-  const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * hidden;
+  const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * row_stride;
   const T* x_row = x + row_offset;
   T* res_row = kAddResidual ? residual + row_offset : nullptr;
   T* out_row = out + row_offset;
@@ -60,18 +63,19 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
   }
 }
 
+// Rows of x (and residual, out) are `row_stride` elements apart, of which the first `hidden`
+// are normalised (row_stride = hidden: the whole last dim).
 template <typename T, bool kAddResidual>
 void launch_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor& out,
-                 cudaStream_t stream) {
-  const int64_t hidden = x.size(-1);
-  const int64_t rows = x.numel() / hidden;
+                 cudaStream_t stream, int64_t hidden, int64_t row_stride) {
+  const int64_t rows = x.numel() / row_stride;
   if (rows == 0) return;
   constexpr int kVec = 16 / sizeof(T);
   const T* xp = static_cast<const T*>(x.raw());
   T* rp = residual ? static_cast<T*>(residual->raw()) : nullptr;
   const T* wp = static_cast<const T*>(weight.raw());
   T* op = static_cast<T*>(out.raw());
-  const bool vectorised = hidden % kVec == 0 &&
+  const bool vectorised = hidden % kVec == 0 && row_stride % kVec == 0 &&
                           all_aligned(16, xp, wp, static_cast<const T*>(op)) &&
                           (rp == nullptr || all_aligned(16, static_cast<const T*>(rp)));
   const int64_t vecs = vectorised ? hidden / kVec : hidden;
@@ -80,10 +84,10 @@ void launch_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float 
   const auto h = static_cast<int>(hidden);
   if (vectorised) {
     launch_pdl_if(pdl_for_small_kernels(), rms_norm_kernel<T, kVec, kAddResidual>, dim3(rows),
-                  threads, 0, stream, xp, rp, wp, op, h, eps);
+                  threads, 0, stream, xp, rp, wp, op, h, eps, row_stride);
   } else {
     launch_pdl_if(pdl_for_small_kernels(), rms_norm_kernel<T, 1, kAddResidual>, dim3(rows), threads,
-                  0, stream, xp, rp, wp, op, h, eps);
+                  0, stream, xp, rp, wp, op, h, eps, row_stride);
   }
   KITE_CUDA_CHECK_LAUNCH();
 }
@@ -108,10 +112,27 @@ void check_norm_args(const char* op, const Tensor& x, const Tensor& weight, cons
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream) {
   check_norm_args("rms_norm", x, weight, out);
   if (x.dtype() == DType::kF32) {
-    launch_norm<float, false>(x, nullptr, weight, eps, out, stream);
+    launch_norm<float, false>(x, nullptr, weight, eps, out, stream, x.size(-1), x.size(-1));
   } else {
-    launch_norm<bf16, false>(x, nullptr, weight, eps, out, stream);
+    launch_norm<bf16, false>(x, nullptr, weight, eps, out, stream, x.size(-1), x.size(-1));
   }
+}
+
+void rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, float eps,
+                     cudaStream_t stream) {
+  constexpr const char* kOp = "rms_norm_prefix";
+  check_device_float(x, kOp, "x");
+  check_device(weight, x.dtype(), kOp, "weight");
+  KITE_CUDA_OP_CHECK(x.dim() >= 1 && width > 0 && width <= x.size(-1) && width <= (1 << 24), kOp,
+                     "width " + std::to_string(width) + " must be in [1, " +
+                         std::to_string(x.size(-1)) + "]");
+  KITE_CUDA_OP_CHECK(weight.numel() == width, kOp,
+                     "weight has " + std::to_string(weight.numel()) + " values, width is " +
+                         std::to_string(width));
+  if (x.dtype() == DType::kF32)
+    launch_norm<float, false>(x, nullptr, weight, eps, x, stream, width, x.size(-1));
+  else
+    launch_norm<bf16, false>(x, nullptr, weight, eps, x, stream, width, x.size(-1));
 }
 
 void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out,
@@ -124,9 +145,9 @@ void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float
                          shape_to_string(x.shape()));
   KITE_CUDA_OP_CHECK(!bytes_overlap(out, residual), kOp, "out must not alias residual");
   if (x.dtype() == DType::kF32) {
-    launch_norm<float, true>(x, &residual, weight, eps, out, stream);
+    launch_norm<float, true>(x, &residual, weight, eps, out, stream, x.size(-1), x.size(-1));
   } else {
-    launch_norm<bf16, true>(x, &residual, weight, eps, out, stream);
+    launch_norm<bf16, true>(x, &residual, weight, eps, out, stream, x.size(-1), x.size(-1));
   }
 }
 

@@ -70,10 +70,7 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   // Latent row = [rms_norm(c_kv) | rope(k_rope)], written straight into the cache; q's rope
   // dims rotate in the same launch.
   Tensor latent = kv_a_proj_(be, x);  // [T, rank + rope]
-  Tensor c_kv = be.empty({t, rank_});
-  be.copy_columns(latent, 0, c_kv, 0, rank_);
-  be.rms_norm(c_kv, kv_a_norm_, eps_, c_kv);
-  be.copy_columns(c_kv, 0, latent, 0, rank_);
+  be.rms_norm_prefix(latent, rank_, kv_a_norm_, eps_);
   Tensor latent3 = latent.view({t, 1, width});
   be.rope_and_cache(&q, nope_, latent3, rank_, nullptr, latent_cache, nullptr, rope_,
                     ops::RopeStyle::kInterleaved);

@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "kernel_test_util.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/ops.h"
 
 namespace kite {
@@ -83,6 +85,29 @@ TEST(RmsNorm, RejectsWrongWeightSize) {
   Tensor residual = random_tensor({2, 9}, rng);
   Tensor w8 = random_tensor({8}, rng);
   EXPECT_THROW(ops::add_rms_norm(residual, x, w8, 1e-6f, out), std::invalid_argument);
+}
+
+// Backend::rms_norm_prefix (the default the CPU backend uses): the first `width` columns of
+// each row normalised with the width's weight, the others left bit for bit.
+TEST(RmsNormPrefix, NormalisesTheLeadingColumnsOnly) {
+  std::mt19937 rng(11);
+  const int64_t rows = 3, cols = 13, width = 9;
+  Tensor x = random_tensor({rows, cols}, rng, -2.0f, 2.0f);
+  Tensor w = random_tensor({width}, rng, 0.5f, 1.5f);
+  Tensor before = x.clone();
+  Tensor lead = Tensor::empty({rows, width});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j) lead.f32()[r * width + j] = x.f32()[r * cols + j];
+  const std::vector<double> ref = rms_norm_ref(lead, w, 1e-6);
+  make_cpu_backend()->rms_norm_prefix(x, width, w, 1e-6f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < width; ++j)
+      EXPECT_NEAR(x.f32()[r * cols + j], ref[r * width + j], 1e-5) << r << "," << j;
+    for (int64_t j = width; j < cols; ++j)
+      EXPECT_EQ(x.f32()[r * cols + j], before.f32()[r * cols + j]) << r << "," << j;
+  }
+  EXPECT_THROW(make_cpu_backend()->rms_norm_prefix(x, cols + 1, w, 1e-6f), std::invalid_argument);
+  EXPECT_THROW(make_cpu_backend()->rms_norm_prefix(x, width - 1, w, 1e-6f), std::invalid_argument);
 }
 
 }  // namespace

@@ -273,6 +273,11 @@ class CudaBackend final : public Backend {
     TimedOp timed = time_op([] { return std::string("rms_norm"); });
     cuda::rms_norm(x, w, eps, out, stream_);
   }
+  void rms_norm_prefix(Tensor& x, int64_t width, const Tensor& w, float eps) override {
+    if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("rms_norm_prefix"); });
+    cuda::rms_norm_prefix(x, width, w, eps, stream_);
+  }
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                     Tensor& out) override {
     if (replaying()) return;
