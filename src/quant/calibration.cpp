@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "model/weight_store.h"
 #include "quant/activation_recorder.h"
 #include "quant/smoothing_search.h"
 #include "quant/text_scoring.h"
@@ -61,8 +62,27 @@ struct RecorderScope {
   ~RecorderScope() { set_active_recorder(nullptr); }
 };
 
-Result<std::vector<LinearActivations>> record_activations(const std::string& model_dir,
-                                                          const LoadOptions& options) {
+// Gives each recorded linear that an RMSNorm follows (QuantPlan::output_norm_of) that norm's
+// weight, so AWQ can measure its error after the norm.
+Status attach_output_norms(const std::string& model_dir, std::vector<LinearActivations>& acts) {
+  KITE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
+  KITE_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open(model_dir));
+  for (LinearActivations& a : acts)
+    for (LinearPart& p : a.parts) {
+      const auto norm = QuantPlan::output_norm_of(p.key);
+      if (!norm || !store.contains(*norm)) continue;
+      KITE_ASSIGN_OR_RETURN(TensorInfo info, store.info(*norm));
+      KITE_ASSIGN_OR_RETURN(p.output_norm, store.get_f32(*norm, info.shape));
+      p.output_norm_eps = static_cast<float>(config.rms_norm_eps);
+    }
+  return ok_status();
+}
+
+// Runs the calibration text through the model loaded with `partial` (null: unquantized) and
+// returns what every fp32 linear saw.
+Result<std::vector<LinearActivations>> record_activations(
+    const std::string& model_dir, const LoadOptions& options,
+    std::shared_ptr<const QuantPlan> partial = nullptr) {
   if (options.calibration_text.empty())
     return invalid_argument(
         "--quantization " + std::string(quant_method_name(options.quantization)) +
@@ -79,6 +99,7 @@ Result<std::vector<LinearActivations>> record_activations(const std::string& mod
     LoadOptions plain;
     plain.load_format = options.load_format;
     plain.dummy_seed = options.dummy_seed;
+    plain.plan = std::move(partial);
     KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_model(model_dir, plain));
     constexpr int64_t kWindow = 512;
     for (size_t s = 0; s < ids.size(); s += kWindow) {
@@ -90,7 +111,37 @@ Result<std::vector<LinearActivations>> record_activations(const std::string& mod
   spdlog::info("calibration: {} tokens of {}", ids.size(), options.calibration_text);
   std::vector<LinearActivations> out;
   for (auto& [id, a] : recorder.linears()) out.push_back(std::move(a));
+  if (options.load_format != LoadFormat::kDummy) {
+    KITE_RETURN_IF_ERROR(attach_output_norms(model_dir, out));
+  }
   return out;
+}
+
+// AWQ in the model's order, on the quantized model's own activations (AutoAWQ's order, at half
+// a layer's granularity): for each layer l, the attention linears are searched on what a model
+// whose layers < l are already smoothed, clipped and quantized by the plan so far feeds them,
+// then the MLP / MoE linears on what that model with layer l's attention quantized too feeds
+// them. Each step reruns the calibration text (2 per layer); everything not yet searched runs
+// in fp32. Measured on kite-tiny against searching all layers on the fp32 model and against
+// one step per layer: docs/BENCHMARKS.md.
+Status awq_plan_sequential(const std::string& model_dir, const LoadOptions& options,
+                           int64_t num_layers, QuantPlan& plan) {
+  for (int64_t l = 0; l < num_layers; ++l) {
+    for (const bool attention_step : {true, false}) {
+      auto partial = std::make_shared<QuantPlan>(plan);
+      partial->quantize_layers_below = l;
+      KITE_ASSIGN_OR_RETURN(std::vector<LinearActivations> acts,
+                            record_activations(model_dir, options, partial));
+      std::vector<LinearActivations> step;
+      for (LinearActivations& a : acts) {
+        if (a.parts.empty() || QuantPlan::layer_of(a.parts[0].key) != l) continue;
+        const bool attention = a.parts[0].key.find(".self_attn.") != std::string::npos;
+        if (attention == attention_step) step.push_back(std::move(a));
+      }
+      awq_plan(step, plan);
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -101,6 +152,10 @@ Result<std::shared_ptr<const QuantPlan>> build_quant_plan(const std::string& mod
   KITE_ASSIGN_OR_RETURN(std::shared_ptr<QuantPlan> plan,
                         make_base_plan(model_dir, config, options.quantization));
   if (!needs_calibration(options.quantization)) return std::shared_ptr<const QuantPlan>(plan);
+  if (options.quantization == QuantMethod::kAwq && options.load_format != LoadFormat::kDummy) {
+    KITE_RETURN_IF_ERROR(awq_plan_sequential(model_dir, options, config.num_hidden_layers, *plan));
+    return std::shared_ptr<const QuantPlan>(plan);
+  }
   KITE_ASSIGN_OR_RETURN(std::vector<LinearActivations> acts,
                         record_activations(model_dir, options));
   if (options.quantization == QuantMethod::kInt8)

@@ -1,6 +1,7 @@
 // Calibration for --quantization int8 (SmoothQuant) and awq, and the loader that runs it.
 //
-// Calibration loads the model unquantized with an ActivationRecorder installed, runs the
+// Calibration loads the model unquantized (AWQ: with what it has searched so far quantized,
+// below) with an ActivationRecorder installed, runs the
 // calibration text through it (up to kCalibrationTokens tokens, 512-token windows), and keeps
 // per linear: max |x| and mean |x| per input channel and up to kSampleRows (512) sampled input rows.
 // From those it builds the QuantPlan's smoothing factors:
@@ -8,13 +9,18 @@
 //     reading one norm's output share s; see quant_plan.h for folding).
 //   AWQ: s = mean|X|^a, or mean|X|^a / mean|W~|^(1-a) (W~ = |w| / group max; AutoAWQ's duo
 //     scaling), normalised by sqrt(max * min), for the a in {0, 0.05, ..., 1} minimising the
-//     group's summed output error ||X W^T - (X/s) Q(W diag(s))^T||^2 on the sampled rows, then per
-//     output row and group a clipping bound (1 - i/20 of max|w|, i < 10) minimising the group's
-//     partial-output error. Unlike AutoAWQ, the q/k projections are clipped too: with a
+//     group's summed output error ||X W^T - (X/s) Q(W diag(s))^T||^2 on the sampled rows (for
+//     MLA's q_a and kv_a measured after the RMSNorm that follows each: quant/awq_loss.h), then
+//     per output row and group a clipping bound (1 - i/20 of max|w|, i < 10) minimising the
+//     group's partial-output error. Unlike AutoAWQ, the q/k projections are clipped too: with a
 //     per-linear output loss it measured better on kite-tiny (docs/BENCHMARKS.md).
-// Simplification against AutoAWQ: every group is searched on the unquantized model's
-// activations (AutoAWQ quantizes layer by layer and feeds each layer the previous ones'
-// quantized outputs) and on each linear's own output, not the whole block's.
+//     The search runs in the model's order on the quantized model's own activations (AutoAWQ's
+//     order): each layer's attention linears, then its MLP / MoE linears, are searched on what
+//     the model with everything searched before them already quantized feeds them, so the
+//     calibration text runs 2 x num_layers times.
+// Simplification against AutoAWQ: the scale search measures each linear's own output (normed
+// where a norm follows), not the whole block's (an MLP-output loss for gate/up measured worse
+// on kite-tiny).
 #pragma once
 
 #include <memory>

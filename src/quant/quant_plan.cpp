@@ -40,6 +40,21 @@ std::optional<std::string> QuantPlan::input_norm_of(std::string_view key) {
   return std::nullopt;
 }
 
+int64_t QuantPlan::layer_of(std::string_view key) {
+  const std::string layer = layer_prefix(key);
+  if (layer.empty()) return -1;
+  return std::stoll(layer.substr(std::string_view("model.layers.").size()));
+}
+
+std::optional<std::string> QuantPlan::output_norm_of(std::string_view key) {
+  const std::string layer = layer_prefix(key);
+  if (layer.empty()) return std::nullopt;
+  if (ends_with(key, ".self_attn.q_a_proj")) return layer + "self_attn.q_a_layernorm.weight";
+  if (ends_with(key, ".self_attn.kv_a_proj_with_mqa"))
+    return layer + "self_attn.kv_a_layernorm.weight";
+  return std::nullopt;
+}
+
 Result<std::optional<QuantizedWeight>> plan_linear(const QuantPlan& plan, const std::string& key,
                                                    Tensor& weight) {
   const int64_t n = weight.size(0), k = weight.size(1);
@@ -52,7 +67,8 @@ Result<std::optional<QuantizedWeight>> plan_linear(const QuantPlan& plan, const 
     for (int64_t r = 0; r < n; ++r)
       for (int64_t i = 0; i < k; ++i) w[r * k + i] *= smooth->s[i];
   }
-  if (plan.method == QuantMethod::kNone || !QuantPlan::is_quantizable(key))
+  if (plan.method == QuantMethod::kNone || !QuantPlan::is_quantizable(key) ||
+      (QuantPlan::layer_of(key) >= plan.quantize_layers_below && !plan.int4_clip.count(key)))
     return std::optional<QuantizedWeight>();
   QuantizedWeight q;
   switch (plan.method) {

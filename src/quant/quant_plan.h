@@ -19,6 +19,7 @@
 // explicit per-channel QuantizedWeight::input_scale.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,11 +63,20 @@ struct QuantPlan {
   std::map<std::string, Smoothing> smoothing;               // linear key -> s
   std::map<std::string, std::vector<float>> norm_divisors;  // norm weight name -> s
   std::map<std::string, std::vector<float>> int4_clip;      // linear key -> [out, groups]
+  // Calibration only (AWQ searches in the model's order on the activations of a model whose
+  // earlier linears are already quantized): linears of decoder layers >= this stay fp32 unless
+  // the plan already holds their clipping bounds (searched).
+  int64_t quantize_layers_below = INT64_MAX;
 
   // True for the linears on-load quantization applies to (see the file comment).
   static bool is_quantizable(std::string_view key);
   // The norm weight whose output is this linear's input, or nullopt (o_proj, down_proj).
   static std::optional<std::string> input_norm_of(std::string_view key);
+  // The decoder layer index of a "model.layers.N." key, or -1.
+  static int64_t layer_of(std::string_view key);
+  // The norm weight applied to (the first channels of) this linear's output, or nullopt: MLA's
+  // q_a_proj -> q_a_layernorm, kv_a_proj_with_mqa -> kv_a_layernorm (its latent part).
+  static std::optional<std::string> output_norm_of(std::string_view key);
 };
 
 // Applies the plan to one freshly loaded fp32 linear weight [out, in] named `key`: scales its

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/ops.h"
+#include "quant/awq_loss.h"
 
 namespace kite {
 namespace {
@@ -21,37 +22,6 @@ void assign_smoothing(const std::string& group,
     for (const LinearPart& p : m->parts) plan.smoothing[p.key] = Smoothing{s, folded};
   if (folded) plan.norm_divisors[group] = s;
 }
-
-Tensor samples_tensor(const LinearActivations& a, int64_t max_rows) {
-  const int64_t rows = std::min(a.sample_rows(), max_rows);
-  Tensor x = Tensor::empty({rows, a.in});
-  std::copy(a.samples.begin(), a.samples.begin() + rows * a.in, x.data<float>());
-  return x;
-}
-
-Tensor matmul_t(const Tensor& x, const Tensor& w) {
-  Tensor y = Tensor::empty({x.size(0), w.size(0)});
-  ops::linear(x, w, nullptr, y);
-  return y;
-}
-
-// Sum of squared differences between x·W^T and (x/s)·deq(Q(W diag(s)))^T.
-double awq_error(const Tensor& x, const Tensor& y_ref, const Tensor& w, const std::vector<float>& s,
-                 int64_t group_size) {
-  const int64_t n = w.size(0), k = w.size(1);
-  Tensor ws = w.clone();
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < k; ++i) ws.f32()[r * k + i] *= s[i];
-  Tensor deq = quantize_int4_group(ws, group_size).dequantize();
-  Tensor xs = x.clone();
-  for (int64_t r = 0; r < x.size(0); ++r)
-    for (int64_t i = 0; i < k; ++i) xs.f32()[r * k + i] /= s[i];
-  Tensor y = matmul_t(xs, deq);
-  double err = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) err += std::pow(y.f32()[i] - y_ref.f32()[i], 2);
-  return err;
-}
-
 
 // Per (row, group) the bound in {amax * (1 - i/20), i < 10} minimising the mean squared error
 // of the group's partial dot products with the sample rows `x` [S, in]; w [out, in] smoothed.
@@ -125,10 +95,9 @@ std::vector<float> normalized_weight_mean(const std::vector<const Tensor*>& weig
   return mean;
 }
 
-template <typename Targets>
-std::vector<const Tensor*> targets_weights(const Targets& targets) {
+std::vector<const Tensor*> targets_weights(const std::vector<AwqTarget>& targets) {
   std::vector<const Tensor*> w;
-  for (const auto& t : targets) w.push_back(&t.part->weight);
+  for (const AwqTarget& t : targets) w.push_back(&t.part->weight);
   return w;
 }
 
@@ -183,17 +152,7 @@ void awq_plan(const std::vector<LinearActivations>& acts, QuantPlan& plan) {
     std::vector<float> x_mean(k);
     for (int64_t i = 0; i < k; ++i)
       x_mean[i] = std::max(static_cast<float>(widest->asum[i] / widest->rows), 1e-4f);
-    struct Target {
-      const LinearPart* part;
-      Tensor x, y_ref;
-    };
-    std::vector<Target> targets;
-    for (const LinearActivations* m : members)
-      for (const LinearPart& p : m->parts)
-        if (QuantPlan::is_quantizable(p.key) && m->sample_rows() > 0) {
-          Tensor x = samples_tensor(*m, kSampleRows);
-          targets.push_back({&p, x, matmul_t(x, p.weight)});
-        }
+    const std::vector<AwqTarget> targets = awq_targets(members, kSampleRows);
     if (targets.empty()) continue;
     const std::vector<float> w_mean =
         normalized_weight_mean(targets_weights(targets), plan.group_size);
@@ -217,8 +176,7 @@ void awq_plan(const std::vector<LinearActivations>& acts, QuantPlan& plan) {
       const float norm = std::sqrt(lo * hi);
       for (float& v : s) v /= norm;
       double err = 0;
-      for (const Target& t : targets)
-        err += awq_error(t.x, t.y_ref, t.part->weight, s, plan.group_size);
+      for (const AwqTarget& t : targets) err += awq_error(t, s, plan.group_size);
       if (err < best) {
         best = err;
         best_s = s;
@@ -227,7 +185,8 @@ void awq_plan(const std::vector<LinearActivations>& acts, QuantPlan& plan) {
     }
     spdlog::debug("awq: {} step {}", name, best_step);
     assign_smoothing(name, members, best_s, plan);
-    for (const Target& t : targets) {
+    // Clipping on each linear's own (smoothed) partial outputs, as AutoAWQ clips.
+    for (const AwqTarget& t : targets) {
       Tensor ws = t.part->weight.clone();
       const int64_t n = ws.size(0);
       for (int64_t r = 0; r < n; ++r)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -14,8 +15,13 @@ inline constexpr int64_t kSampleRows = 512;  // input rows kept per linear by ca
 
 // One checkpoint linear that is (part of) a recorded Linear.
 struct LinearPart {
+  LinearPart(std::string k, Tensor w) : key(std::move(k)), weight(std::move(w)) {}
   std::string key;
   Tensor weight;  // fp32 [out, in] as loaded
+  // The RMSNorm weight applied to this linear's first output_norm.numel() outputs, where one
+  // follows (QuantPlan::output_norm_of; undefined otherwise): AWQ measures the error after it.
+  Tensor output_norm;
+  float output_norm_eps = 1e-6f;
 };
 
 // What calibration saw at one Linear's input.
