@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -128,6 +129,12 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   p.k_scale = args.k_scale;
   p.v_scale = args.v_scale;
   return p;
+}
+
+int64_t min_keys_per_split_from_env(const char* env, int64_t tile) {
+  const char* v = std::getenv(env);
+  const long long n = v ? std::atoll(v) : 0;
+  return n >= tile ? static_cast<int64_t>(n) : tile;
 }
 
 }  // namespace kite::cuda::attention

@@ -49,6 +49,11 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
 bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
                     cudaStream_t stream);
 
+// The fewest keys a decode split takes: `tile` (one key tile, so a short context at batch 1
+// still spreads over many blocks) unless the environment variable `env` (an A/B switch) asks
+// for more. Read once per variable by the caller (a static).
+int64_t min_keys_per_split_from_env(const char* env, int64_t tile);
+
 // The split-K merge of decode.cu (kernel 2), shared by the tensor-core decode.
 void launch_decode_combine(const KernelParams& p, cudaStream_t stream);
 

@@ -16,7 +16,6 @@
 // reading the latent twice instead of 8 times for 128 heads) measured slower (try_decode_mla).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/cuda/attention/mma_tile.cuh"
@@ -36,11 +35,7 @@ constexpr int kMaxSplits = 256;
 // sequence, so a 512-token context ran on 2 blocks with 256-key splits.
 // KITE_CUDA_MLA_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
 int64_t min_keys_per_split() {
-  static const int64_t keys = [] {
-    const char* v = std::getenv("KITE_CUDA_MLA_SPLIT_KEYS");
-    const long long n = v ? std::atoll(v) : 0;
-    return n >= kBlockN ? static_cast<int64_t>(n) : int64_t{kBlockN};
-  }();
+  static const int64_t keys = min_keys_per_split_from_env("KITE_CUDA_MLA_SPLIT_KEYS", kBlockN);
   return keys;
 }
 

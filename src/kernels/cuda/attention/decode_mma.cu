@@ -12,7 +12,6 @@
 // time, with a tile in flight while the previous one is used.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/cuda/attention/mma_tile.cuh"
@@ -34,11 +33,7 @@ constexpr int kMaxSplits = 256;
 // ~100 blocks of one tile each instead of a few blocks walking 4+ tiles one after another.
 // KITE_CUDA_DECODE_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
 int64_t min_keys_per_split() {
-  static const int64_t keys = [] {
-    const char* v = std::getenv("KITE_CUDA_DECODE_SPLIT_KEYS");
-    const long long n = v ? std::atoll(v) : 0;
-    return n >= kBlockN ? static_cast<int64_t>(n) : int64_t{kBlockN};
-  }();
+  static const int64_t keys = min_keys_per_split_from_env("KITE_CUDA_DECODE_SPLIT_KEYS", kBlockN);
   return keys;
 }
 

@@ -227,15 +227,7 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KPara
         for (int w = 0; w < kWarps; ++w) sum += rb[(w * 4 + i) * 32 + l];
         const int row = tile * kTileRows + (l >> 2) + (i >= 2 ? 8 : 0);
         const int tok = 2 * (l & 3) + (i & 1);
-        if (row < p.n && tok < p.m) {
-          float v = static_cast<float>(sum);
-          if constexpr (F == kFp8Ch || F == kI8Ch)
-            v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
-          if (p.bias)
-            v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
-                             : static_cast<const float*>(p.bias)[row];
-          store_y<TOut>(p, tok, row, v);
-        }
+        if (row < p.n && tok < p.m) finish_output<F, TOut>(p, tok, row, static_cast<float>(sum));
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] = Acc(0);

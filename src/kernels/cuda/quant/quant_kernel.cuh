@@ -89,6 +89,17 @@ __device__ __forceinline__ void store_y(const KParams& p, int tok, int row, floa
       from_float<TOut>(v);
 }
 
+// The epilogue every quantized kernel ends in: the per-channel formats' row (token) x column
+// (output feature) scales, the bias, the store. v is the accumulated dot product.
+template <int F, typename TOut>
+__device__ __forceinline__ void finish_output(const KParams& p, int tok, int row, float v) {
+  if constexpr (F == kFp8Ch || F == kI8Ch) v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
+  if (p.bias)
+    v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
+                     : static_cast<const float*>(p.bias)[row];
+  store_y<TOut>(p, tok, row, v);
+}
+
 // The bulk-copy decode GEMV (quant_gemv_bulk.cu) for M <= 8: kW4, kFp8Ch and kI8Ch.
 template <int F, typename TOut>
 void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);

@@ -224,13 +224,7 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
       const int row = row_g + (i >= 2 ? 8 : 0);
       const int tok = tok0 + j * 8 + 2 * t + (i & 1);
       if (row >= p.n || tok >= p.m) continue;
-      float v = static_cast<float>(acc[j][i]);
-      if constexpr (F == kFp8Ch || F == kI8Ch)
-        v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
-      if (p.bias)
-        v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
-                         : static_cast<const float*>(p.bias)[row];
-      store_y<TOut>(p, tok, row, v);
+      finish_output<F, TOut>(p, tok, row, static_cast<float>(acc[j][i]));
     }
 }
 
@@ -453,12 +447,7 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
     const int row = tile * 16 + (l >> 2) + (i >= 2 ? 8 : 0);
     const int tok = 2 * (l & 3) + (i & 1);
     if (row >= p.n || tok >= p.m) continue;
-    float v = static_cast<float>(sum);
-    if constexpr (F == kFp8Ch || F == kI8Ch) v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
-    if (p.bias)
-      v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
-                       : static_cast<const float*>(p.bias)[row];
-    store_y<TOut>(p, tok, row, v);
+    finish_output<F, TOut>(p, tok, row, static_cast<float>(sum));
   }
 }
 
