@@ -24,6 +24,25 @@ __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// A producer/consumer ring's barriers, by one thread before the block-wide barrier that
+// publishes them: full[s] completes on the producer's one arrival plus its copies' bytes,
+// empty[s] on `consumer_threads` arrivals — every consumer thread arrives (not one lane per warp
+// after __syncwarp: the same order, and the form compute-sanitizer's racecheck follows).
+__device__ __forceinline__ void mbar_init_ring(uint64_t* full, uint64_t* empty, int stages,
+                                               uint32_t consumer_threads) {
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(&full[s], 1);
+    mbar_init(&empty[s], consumer_threads);
+  }
+  mbar_init_fence();
+}
+
+// A barrier among the first `threads` threads of the block only (named barrier 1): the
+// consumers, once the producer warp may have exited.
+__device__ __forceinline__ void consumers_sync(int threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
 // One arrival that also announces `bytes` still to land through copies completing on `bar`.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),

@@ -43,11 +43,6 @@ __device__ __forceinline__ bool tile_row_valid(int64_t g, int r, int64_t n) {
   return g * kHalf + r % kHalf < n / 2;
 }
 
-// The consumer warps only (the producer may have left): a named barrier.
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"r"(kRows * 32) : "memory");
-}
-
 // Work items of block b: row groups g = b, b + gridDim.x, ..., each split into
 // ceil(k / kChunk) column chunks, taken in that order by producer and consumers alike.
 // GATED: y[M, n / 2] = silu(x · Wgate^T) * (x · Wup^T), out.y[0] (fused SwiGLU, no bias).
@@ -67,13 +62,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t my_groups =
       blockIdx.x < groups ? (groups - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   const int64_t items = my_groups * chunks;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kRows * 32);  // every consumer thread arrives
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kRows * 32);
   __syncthreads();
 
   if (warp == kRows) {  // the producer: weights are never written by an earlier kernel, so
@@ -122,9 +111,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int m = 0; m < M; ++m) dot8_bf16(wv, __ldg(xr + m * k8 + col8 + i), acc[m]);
       }
     }
-    // Every thread arrives (not one per warp after __syncwarp): the same order, and the form
-    // compute-sanitizer's racecheck follows (it flagged the one-arrival form's stage reuse).
-    mbar_arrive(&empty[s]);
+    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
     if (c == chunks - 1) {
 #pragma unroll
       for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
@@ -134,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (warp >= kHalf && lane == 0)
 #pragma unroll
           for (int m = 0; m < M; ++m) up_acc[(warp - kHalf) * 8 + m] = acc[m];
-        consumers_sync();
+        consumers_sync(kRows * 32);
         if (warp < kHalf && lane == 0 && valid) {
           const int64_t feature = g * kHalf + warp;
 #pragma unroll
@@ -145,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 from_float<TOut>(gate / (1.0f + expf(-gate)) * up_acc[warp * 8 + m]);
           }
         }
-        consumers_sync();  // up_acc is read before the next group's sums land in it
+        consumers_sync(kRows * 32);  // up_acc is read before the next group's sums land in it
       } else {
         if (lane == 0 && valid) write_feature<M>(out, bias, g * kRows + warp, acc);
       }

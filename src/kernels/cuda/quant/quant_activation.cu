@@ -16,6 +16,11 @@ namespace {
 
 using namespace quant_detail;
 
+// x * input_scale[i] as the CPU reference rounds it, or x without an input_scale.
+__device__ __forceinline__ float input_scaled(float v, const float* __restrict__ is, int64_t i) {
+  return is ? __fmul_rn(v, is[i]) : v;
+}
+
 // W4A16: xp[r, j] = bf16(x[r, perm[j]] * input_scale[perm[j]]) for j < K, 0 up to ldq.
 __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq,
                                const int32_t* __restrict__ perm, const float* __restrict__ is,
@@ -25,8 +30,7 @@ __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ld
     float v = 0.0f;
     if (j < k) {
       const int64_t src = perm ? perm[j] : j;
-      v = __bfloat162float(x[r * k + src]);
-      if (is) v = __fmul_rn(v, is[src]);
+      v = input_scaled(__bfloat162float(x[r * k + src]), is, src);
     }
     xp[r * ldq + j] = __float2bfloat16_rn(v);
   }
@@ -61,15 +65,13 @@ __global__ void __launch_bounds__(1024)
       const bf16* e = reinterpret_cast<const bf16*>(&v);
 #pragma unroll
       for (int h = 0; h < 8; ++h) {
-        float f = __bfloat162float(e[h]);
-        if (is) f = __fmul_rn(f, is[i + h]);
+        const float f = input_scaled(__bfloat162float(e[h]), is, i + h);
         amax = fmaxf(amax, fabsf(f));
       }
     }
   } else {
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
-      float v = __bfloat162float(xr[i]);
-      if (is) v = __fmul_rn(v, is[i]);
+      const float v = input_scaled(__bfloat162float(xr[i]), is, i);
       amax = fmaxf(amax, fabsf(v));
     }
   }
@@ -83,8 +85,7 @@ __global__ void __launch_bounds__(1024)
         const bf16* e = reinterpret_cast<const bf16*>(&v);
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
-          float f = __bfloat162float(e[h]);
-          if (is) f = __fmul_rn(f, is[i + h]);
+          const float f = input_scaled(__bfloat162float(e[h]), is, i + h);
           c[h] = encode8<kInt8>(__fdiv_rn(f, s));
         }
       }
@@ -96,8 +97,7 @@ __global__ void __launch_bounds__(1024)
     for (int64_t i = threadIdx.x; i < ldq; i += blockDim.x) {
       uint8_t c = 0;
       if (i < k) {
-        float v = __bfloat162float(xr[i]);
-        if (is) v = __fmul_rn(v, is[i]);
+        const float v = input_scaled(__bfloat162float(xr[i]), is, i);
         c = encode8<kInt8>(__fdiv_rn(v, s));
       }
       q[r * ldq + i] = c;
@@ -119,8 +119,7 @@ __global__ void __launch_bounds__(256)
   const int64_t c0 = gi * group, c1 = min(k, c0 + group);
   float amax = 0.0f;
   for (int64_t i = c0 + lane; i < c1; i += 32) {
-    float v = __bfloat162float(xr[i]);
-    if (is) v = __fmul_rn(v, is[i]);
+    const float v = input_scaled(__bfloat162float(xr[i]), is, i);
     amax = fmaxf(amax, fabsf(v));
   }
   amax = warp_max(amax);
@@ -129,8 +128,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t i = c0 + lane; i < end; i += 32) {
     uint8_t c = 0;
     if (i < k) {
-      float v = __bfloat162float(xr[i]);
-      if (is) v = __fmul_rn(v, is[i]);
+      const float v = input_scaled(__bfloat162float(xr[i]), is, i);
       c = encode8<false>(__fdiv_rn(v, s));
     }
     q[r * ldq + i] = c;

@@ -33,32 +33,32 @@ namespace {
 
 constexpr int kTileRows = 16;
 
+// 16 consumer warps and W4 stages in four 4 KB copies: the best of the five (warps, copies)
+// pairs measured at model level (BENCHMARKS.md, run 6).
+constexpr int kWarps = 16;
+constexpr int kThreads = (kWarps + 1) * 32;
+constexpr int kW4Pieces = 4;
+
 // 32 chunks (2,048 input channels) per stage: W4 stages are 16 KB, 8-bit stages 16 row copies
 // of 2 KB (with 16-chunk stages, 1 KB row copies, FP8 streamed at ~2.1 TB/s against ~2.7-2.9
-// with these; BENCHMARKS.md, run 6). W consumer warps; W4 stages copied in PIECES parts.
-template <int F, int W, int PIECES>
+// with these; BENCHMARKS.md, run 6).
+template <int F>
 struct Geometry {
   static constexpr bool kW4F = F == kW4;
-  static constexpr int kThreads = (W + 1) * 32;
   static constexpr int kStageChunks = 32;
   static constexpr int kStages = kW4F ? 8 : 4;
-  static constexpr int kWarpChunks = kStageChunks / W;
+  static constexpr int kWarpChunks = kStageChunks / kWarps;
   static constexpr int kRowPitch = kStageChunks * 64 + 64;  // 8-bit: one tile row in smem
   static constexpr int kStageBytes = kW4F ? kStageChunks * 512 : kTileRows * kRowPitch;
-  // Stages, full and empty barriers, then two [W][4][32] partial-sum buffers (tiles
+  // Stages, full and empty barriers, then two [kWarps][4][32] partial-sum buffers (tiles
   // alternate, so one consumer barrier per tile suffices).
-  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 2 * W * 128 * 4;
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
 };
 
-// The consumer warps only (the producer has left): a named barrier.
-__device__ __forceinline__ void consumers_sync(int threads) {
-  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
-}
-
-template <int F, typename TOut, int W, int PIECES>
-__global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KParams p) {
-  using G = Geometry<F, W, PIECES>;
-  constexpr int kWarps = W;
+template <int F, typename TOut>
+__global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p) {
+  using G = Geometry<F>;
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
   constexpr bool kW4F = G::kW4F;
   constexpr int kStages = G::kStages;
@@ -75,13 +75,7 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KPara
       static_cast<int>(blockIdx.x) < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   const int items = my_tiles * spt;
   const int64_t kpad = static_cast<int64_t>(p.nchunks) * kChunk;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kWarps * 32);  // every consumer thread arrives
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kWarps * 32);
   __syncthreads();
 
   if (warp == kWarps) {  // the producer: codes are never written by an earlier kernel, so their
@@ -99,7 +93,7 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KPara
           const uint32_t bytes = static_cast<uint32_t>(cnt) * 512;
           mbar_arrive_expect_tx(&full[s], bytes);
           const uint8_t* src = p.codes + (static_cast<int64_t>(tile) * p.nchunks + c0) * 512;
-          constexpr uint32_t kPiece = G::kStageBytes / PIECES;
+          constexpr uint32_t kPiece = G::kStageBytes / kW4Pieces;
           for (uint32_t o = 0; o < bytes; o += kPiece)
             bulk_copy_g2s(dst + o, src + o, bytes - o < kPiece ? bytes - o : kPiece, &full[s],
                           policy);
@@ -212,9 +206,7 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KPara
         }
       }
     }
-    // Every thread arrives (not one per warp after __syncwarp): the same order, and the form
-    // compute-sanitizer's racecheck follows (it flagged the one-arrival form's stage reuse).
-    mbar_arrive(&empty[s]);
+    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
     if (st == spt - 1) {  // the tile is done: add the 8 warps' partials in warp order
       Acc* rb = red + (tl & 1) * (kWarps * 128);
 #pragma unroll
@@ -238,11 +230,12 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) qgemv_bulk_kernel(const KPara
 
 }  // namespace
 
-template <int F, typename TOut, int W, int PIECES>
-void launch_variant(const KParams& p, cudaStream_t stream) {
-  using G = Geometry<F, W, PIECES>;
+template <int F, typename TOut>
+void launch_qgemv_bulk(const KParams& p, cudaStream_t stream) {
+  static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
+  using G = Geometry<F>;
   static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, W, PIECES>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          G::kSmemBytes));
     return true;
@@ -251,16 +244,8 @@ void launch_variant(const KParams& p, cudaStream_t stream) {
   const int tiles = p.n_pad / kTileRows;
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
-  launch_pdl(qgemv_bulk_kernel<F, TOut, W, PIECES>, grid, G::kThreads, G::kSmemBytes, stream, p);
+  launch_pdl(qgemv_bulk_kernel<F, TOut>, grid, kThreads, G::kSmemBytes, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
-}
-
-template <int F, typename TOut>
-void launch_qgemv_bulk(const KParams& p, cudaStream_t stream) {
-  static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
-  // 16 consumer warps and W4 stages in four 4 KB copies: the best of the five (warps, copies)
-  // pairs measured at model level (BENCHMARKS.md, run 6).
-  launch_variant<F, TOut, 16, 4>(p, stream);
 }
 
 template void launch_qgemv_bulk<kW4, float>(const KParams&, cudaStream_t);
