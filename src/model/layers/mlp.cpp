@@ -1,5 +1,7 @@
 #include "model/layers/mlp.h"
 
+#include "quant/activation_recorder.h"
+
 namespace kite {
 
 Result<GatedMlp> GatedMlp::load(Backend& be, const WeightStore& w, const std::string& prefix,
@@ -14,6 +16,15 @@ Result<GatedMlp> GatedMlp::load(Backend& be, const WeightStore& w, const std::st
 
 Tensor GatedMlp::forward(Backend& be, const Tensor& x) const {
   return down_(be, gate_up_.silu_mul(be, x));
+}
+
+bool GatedMlp::plain_weights(Tensor& gate_up, Tensor& down) const {
+  for (const Linear* l : {&gate_up_, &down_})
+    if (l->quantized() || l->bias.defined()) return false;
+  if (active_recorder()) return false;  // the recorder sees each linear's input
+  gate_up = gate_up_.weight;
+  down = down_.weight;
+  return true;
 }
 
 }  // namespace kite

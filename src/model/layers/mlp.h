@@ -13,6 +13,9 @@ class GatedMlp {
   static Result<GatedMlp> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                                int64_t hidden, int64_t intermediate);
   Tensor forward(Backend& be, const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  // Its two weights as plain tensors when both are unquantized without bias and no activation
+  // recorder runs (what a backend's fused MoE path can read), else false.
+  bool plain_weights(Tensor& gate_up, Tensor& down) const;
 
  private:
   Linear gate_up_;  // [2 * inter, hidden]: gate rows then up rows

@@ -105,6 +105,16 @@ Tensor Moe::forward(Backend& be, const Tensor& x) const {
   be.linear(x, gate_.weight, nullptr, logits);
   ops::MoeRoutingParams params = routing_;
   params.correction_bias = correction_bias_.defined() ? &correction_bias_ : nullptr;
+  if (experts_.empty()) {
+    // One call for routed and shared experts where the backend fuses them (CUDA decode).
+    Tensor shared_gate_up, shared_down;
+    if (!shared_ || shared_->plain_weights(shared_gate_up, shared_down)) {
+      Tensor out = be.empty({t, d});
+      if (be.moe_experts_with_shared(x, logits, params, experts_gate_up_, experts_down_,
+                                     shared_gate_up, shared_down, out))
+        return out;
+    }
+  }
   Tensor routed;
   if (!experts_.empty()) {
     routed = routed_per_expert(be, x, logits, params);

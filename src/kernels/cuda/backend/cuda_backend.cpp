@@ -17,6 +17,7 @@
 #include "kernels/cuda/gemm/blaslt.h"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/head_linear.h"
+#include "kernels/cuda/moe/moe_decode.h"
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/quant/quant_linear.h"
@@ -367,12 +368,10 @@ class CudaBackend final : public Backend {
       throw std::invalid_argument("moe: hidden " + std::to_string(d) + " and moe_intermediate " +
                                   std::to_string(inter) + " must be multiples of 8 on CUDA");
     // Routing, permutation, both expert GEMMs and the combine stay on the device: no sync.
-    ops::MoeRoutingParams p = params;
-    if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);
-    Tensor ids = empty({t, k}, DType::kI32), weights = empty({t, k}, DType::kF32);
+    Tensor ids, weights;
     std::optional<TimedOp> timed;
     timed.emplace(time_op([] { return std::string("moe route+permute+gather"); }));
-    cuda::moe_route(logits, p, ids, weights, stream_);
+    route_on_device(logits, params, t, ids, weights);
     // The permutation lives in step scratch: a graph captured at one batch size must not point
     // at buffers a later batch size reallocates.
     MoePermutation perm;
@@ -413,6 +412,46 @@ class CudaBackend final : public Backend {
     timed.reset();
     timed.emplace(time_op([] { return std::string("moe combine"); }));
     moe_combine(yp, weights, perm, out, stream_);
+  }
+  bool moe_experts_with_shared(const Tensor& x, const Tensor& logits,
+                               const ops::MoeRoutingParams& params, const Tensor& gate_up,
+                               const Tensor& down, const Tensor& shared_gate_up,
+                               const Tensor& shared_down, Tensor& out) override {
+    // KITE_CUDA_MOE_FUSED=0: the permutation path and separate shared experts (A/B runs).
+    static const bool off = [] {
+      const char* v = std::getenv("KITE_CUDA_MOE_FUSED");
+      return v != nullptr && std::string(v) == "0";
+    }();
+    const bool shared = shared_gate_up.defined();
+    auto bf16 = [](const Tensor& w) { return w.dtype() == DType::kBF16; };
+    const bool applies = !off && x.size(0) <= cuda::kMoeDecodeMaxTokens && bf16(x) && bf16(out) &&
+                         bf16(gate_up) && bf16(down) && x.size(1) % 8 == 0 &&
+                         down.size(2) % 8 == 0 &&
+                         (!shared || (bf16(shared_gate_up) && bf16(shared_down) &&
+                                      shared_down.size(1) % 8 == 0));
+    // The same answer during capture and replay: a replayed graph holds the launches.
+    if (!applies || replaying()) return applies;
+    const int64_t t = x.size(0), k = params.top_k;
+    Tensor ids, weights;
+    std::optional<TimedOp> timed;
+    timed.emplace(time_op([] { return std::string("moe route"); }));
+    route_on_device(logits, params, t, ids, weights);
+    timed.reset();
+    const int64_t inter = down.size(2), shared_inter = shared ? shared_down.size(1) : 0;
+    Tensor act = empty({cuda::moe_decode_act_elems(t, k, inter, shared_inter)}, DType::kBF16);
+    // Bytes of the weights read (op timer): every pair's expert, the shared experts per token.
+    const int64_t per_expert = (gate_up.size_bytes() + down.size_bytes()) / gate_up.size(0);
+    const cuda::MoeDecodeWeights w{gate_up, down, shared_gate_up, shared_down};
+    const int64_t gate_up_bytes = gate_up.size_bytes() / gate_up.size(0);
+    timed.emplace(time_op([] { return std::string("moe decode gate_up"); },
+                          t * (k * gate_up_bytes + (shared ? shared_gate_up.size_bytes() : 0))));
+    cuda::moe_decode_gate_up(x, ids, w, act, stream_);
+    timed.reset();
+    timed.emplace(time_op([] { return std::string("moe decode down+combine"); },
+                          t * (k * (per_expert - gate_up_bytes) +
+                               (shared ? shared_down.size_bytes() : 0))));
+    cuda::moe_decode_down(ids, weights, w, act, out, stream_);
+    return true;
   }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,
                  std::vector<int32_t>& ids, std::vector<float>& weights) override {
@@ -480,6 +519,16 @@ class CudaBackend final : public Backend {
     if (it == vectors_.end())
       it = vectors_.emplace(host.raw(), to_device(host, DType::kF32, stream_)).first;
     return it->second;
+  }
+
+  // The router on the device: expert ids I32 and weights F32 [t, top_k] in step scratch.
+  void route_on_device(const Tensor& logits, const ops::MoeRoutingParams& params, int64_t t,
+                       Tensor& ids, Tensor& weights) {
+    ops::MoeRoutingParams p = params;
+    if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);
+    ids = empty({t, params.top_k}, DType::kI32);
+    weights = empty({t, params.top_k}, DType::kF32);
+    cuda::moe_route(logits, p, ids, weights, stream_);
   }
 
   bool replaying() const { return graphs_.mode() == StepGraphs::Mode::kReplay; }

@@ -1,0 +1,49 @@
+// Decode-size MoE in two streaming launches (moe_decode_bulk.cu), for steps of a few tokens:
+// where the permutation path (moe_dispatch.h) spends about ten launches per layer (permute,
+// gather, two expert GEMVs, silu_mul, combine, then the shared experts and an add), this reads
+// the routed experts straight from the router's choices and folds the shared experts in:
+//
+//   1. act[t, k] = silu(x[t] · Wg[e]^T) * (x[t] · Wu[e]^T) with e = ids[t, k], and
+//      act_s[t]  = the same with the shared experts' [Wg; Wu];
+//   2. out[t]    = sum_k weights[t, k] * act[t, k] · Wd[e]^T  +  act_s[t] · Wd_s^T  (fp32 sum).
+//
+// Both kernels stream the weights through shared memory with Hopper's bulk copies, one
+// persistent block per SM (as gemm/gemv_bulk.cu). A pair's expert weights are read once per
+// pair, not once per expert: two tokens that chose one expert read it twice, which is why this
+// is only for a few tokens. A token with an expert id outside [0, E) gets a NaN row (the ids
+// are on the device; moe_combine does the same).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace kite::cuda {
+
+// The most tokens the two launches take (their reads grow with tokens * top_k).
+inline constexpr int64_t kMoeDecodeMaxTokens = 4;
+
+// BF16 weights: gate_up [E, 2I, d] (each expert's gate rows, then its up rows), down [E, d, I];
+// shared_gate_up [2Is, d] and shared_down [d, Is], or both undefined (no shared experts).
+// d, I and Is multiples of 8.
+struct MoeDecodeWeights {
+  Tensor gate_up, down, shared_gate_up, shared_down;
+};
+
+// Step 1: x BF16 [T, d], ids I32 [T, top_k] (moe_route's) -> act, BF16 scratch of at least
+// moe_decode_act_elems(...) elements: the shared experts' [T, Is], then the pairs' [T * top_k, I].
+void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w,
+                        Tensor& act, cudaStream_t stream);
+
+// Step 2: act of step 1, ids and weights F32 [T, top_k] (moe_route's) -> out BF16 [T, d].
+void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWeights& w,
+                     const Tensor& act, Tensor& out, cudaStream_t stream);
+
+inline int64_t moe_decode_act_elems(int64_t tokens, int64_t top_k, int64_t inter,
+                                    int64_t shared_inter) {
+  return tokens * (top_k * inter + shared_inter);
+}
+
+}  // namespace kite::cuda

@@ -1,0 +1,396 @@
+// Decode-size MoE, two bulk-copy streaming kernels (moe_decode.h).
+//
+// Both kernels use the ring of gemm/gemv_bulk.cu: one persistent block per SM, a producer
+// thread copying tiles of 8 weight rows x up to 2048 columns into 4 stages, 8 consumer warps,
+// one per tile row. What differs is where a tile's rows come from:
+//   gate_up: work group g is 4 features of one matrix, their 4 gate rows and 4 up rows. The
+//     shared experts' groups come first (their weights do not depend on the router, so the
+//     producer streams them before waiting for the kernel that wrote the ids), then each
+//     (token, choice) pair's groups in its expert's matrix.
+//   down: work group g is 8 output columns of one token; its items are the shared experts'
+//     chunks, then each choice's chunk(s) of its expert's down rows, all summed into the same
+//     fp32 accumulators (the routing weight applied per item), so the combine and the shared
+//     experts' add need no launch of their own.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm/dot_bf16.cuh"
+#include "kernels/cuda/launch_pdl.cuh"
+#include "kernels/cuda/moe/moe_decode.h"
+
+namespace kite::cuda {
+namespace {
+
+constexpr int kRows = 8;          // consumer warps; weight rows per tile
+constexpr int kHalf = kRows / 2;  // features per gate_up group
+constexpr int kChunk = 2048;      // columns per tile row (4 KB)
+constexpr int kStages = 4;
+constexpr int kTileBytes = kRows * kChunk * 2;
+constexpr int kThreads = (kRows + 1) * 32;
+constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kHalf * 4;
+constexpr int kMaxTopK = 64;
+
+struct Args {
+  const bf16* x;               // [T, d]
+  const int32_t* ids;          // [T, top_k]
+  const float* weights;        // [T, top_k]
+  const bf16* gate_up;         // [E, 2I, d]
+  const bf16* down;            // [E, d, I]
+  const bf16* shared_gate_up;  // [2Is, d] or null
+  const bf16* shared_down;     // [d, Is] or null
+  bf16* act;                   // [T, Is] (shared), then [T * top_k, I] (routed): gate_up's output
+  const bf16* act_in;          // the same, down's input
+  bf16* out;                   // [T, d]
+  int tokens, top_k, experts, d, inter, shared_inter;  // shared_inter 0: none
+};
+
+__device__ __forceinline__ uint8_t* tile_row_at(uint8_t* smem, int s, int r) {
+  return smem + s * kTileBytes + r * kChunk * 2;
+}
+
+__device__ __forceinline__ int div_up(int a, int b) { return (a + b - 1) / b; }
+
+// An expert id, or 0 for an invalid one (its reads stay in bounds; its token's output is NaN).
+__device__ __forceinline__ int expert_of(const Args& a, int pair) {
+  const int e = a.ids[pair];
+  return e >= 0 && e < a.experts ? e : 0;
+}
+
+// ---- gate_up + silu_mul ----
+
+struct GateUpGroup {
+  const bf16* w;  // the matrix: [2 * half, d]
+  const bf16* x;  // its token's row
+  bf16* act;      // its output row
+  int half, feature0;
+};
+
+__device__ __forceinline__ int shared_groups(const Args& a) {
+  return a.tokens * div_up(a.shared_inter, kHalf);
+}
+
+__device__ __forceinline__ GateUpGroup gate_up_group(const Args& a, int g) {
+  const int per_shared = div_up(a.shared_inter, kHalf);
+  if (g < a.tokens * per_shared) {
+    const int t = g / per_shared;
+    return {a.shared_gate_up, a.x + static_cast<int64_t>(t) * a.d,
+            a.act + static_cast<int64_t>(t) * a.shared_inter, a.shared_inter,
+            (g % per_shared) * kHalf};
+  }
+  g -= a.tokens * per_shared;
+  const int per_pair = div_up(a.inter, kHalf), pair = g / per_pair;
+  const int64_t e = expert_of(a, pair);
+  return {a.gate_up + e * 2 * a.inter * a.d, a.x + static_cast<int64_t>(pair / a.top_k) * a.d,
+          a.act + static_cast<int64_t>(a.tokens) * a.shared_inter +
+              static_cast<int64_t>(pair) * a.inter,
+          a.inter, (g % per_pair) * kHalf};
+}
+
+// Tile row r of a group: gate row of feature feature0 + r (r < 4), else its up row.
+__device__ __forceinline__ bool gate_up_row_valid(const GateUpGroup& grp, int r) {
+  return grp.feature0 + r % kHalf < grp.half;
+}
+__device__ __forceinline__ int64_t gate_up_row(const GateUpGroup& grp, int r) {
+  return r < kHalf ? grp.feature0 + r : grp.half + grp.feature0 + (r - kHalf);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
+  uint64_t* empty = full + kStages;
+  float* up_acc = reinterpret_cast<float*>(empty + kStages);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int groups = shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf);
+  const int chunks = div_up(a.d, kChunk);
+  const int my_groups =
+      static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
+  const int items = my_groups * chunks;
+  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kRows * 32);
+  __syncthreads();
+
+  if (warp == kRows) {
+    if (lane == 0) {
+      const uint64_t policy = l2_evict_first_policy();
+      const int first_routed = shared_groups(a);
+      bool waited = false;
+      for (int item = 0; item < items; ++item) {
+        const int s = item % kStages;
+        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
+        if (!waited && g >= first_routed) {  // routed weights need the router's ids
+          pdl_wait();
+          waited = true;
+        }
+        const GateUpGroup grp = gate_up_group(a, g);
+        const int col0 = c * kChunk;
+        const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
+        int rows = 0;
+        for (int r = 0; r < kRows; ++r) rows += gate_up_row_valid(grp, r);
+        mbar_arrive_expect_tx(&full[s], bytes * rows);
+        for (int r = 0; r < kRows; ++r)
+          if (gate_up_row_valid(grp, r))
+            bulk_copy_g2s(tile_row_at(smem, s, r), grp.w + gate_up_row(grp, r) * a.d + col0, bytes,
+                          &full[s], policy);
+      }
+    }
+    return;
+  }
+
+  pdl_wait();
+  pdl_trigger();
+  float acc = 0.0f;
+  for (int item = 0; item < items; ++item) {
+    const int s = item % kStages;
+    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
+    const GateUpGroup grp = gate_up_group(a, g);
+    const bool valid = gate_up_row_valid(grp, warp);
+    const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
+    if (valid) {
+      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, warp));
+      const uint4* xr = reinterpret_cast<const uint4*>(grp.x) + col8;
+#pragma unroll 4
+      for (int i = lane; i < cols8; i += 32) dot8_bf16(tile[i], __ldg(xr + i), acc);
+    }
+    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
+    if (c == chunks - 1) {
+      acc = warp_sum(acc);
+      // The up warps hand their sums to the gate warps of the same features.
+      if (warp >= kHalf && lane == 0) up_acc[warp - kHalf] = acc;
+      consumers_sync(kRows * 32);
+      if (warp < kHalf && lane == 0 && valid) {
+        // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
+        grp.act[grp.feature0 + warp] = __float2bfloat16(acc / (1.0f + expf(-acc)) * up_acc[warp]);
+      }
+      consumers_sync(kRows * 32);  // up_acc is read before the next group's sums land in it
+      acc = 0.0f;
+    }
+  }
+}
+
+// ---- down + combine + shared experts ----
+
+struct DownItem {
+  const bf16* w;  // row 0 of the item's 8 rows: the matrix [d, width] at column chunk * kChunk
+  const bf16* x;  // the activation row at the same column
+  int width, cols;  // the matrix's row length; columns of this chunk
+  bool routed;
+  int choice;
+};
+
+__device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
+  const int shared_chunks = div_up(a.shared_inter, kChunk);
+  if (i < shared_chunks) {
+    const int col0 = i * kChunk;
+    return {a.shared_down + col0, a.act_in + static_cast<int64_t>(token) * a.shared_inter + col0,
+            a.shared_inter, min(a.shared_inter - col0, kChunk), false, 0};
+  }
+  i -= shared_chunks;
+  const int per_choice = div_up(a.inter, kChunk), choice = i / per_choice;
+  const int col0 = (i % per_choice) * kChunk, pair = token * a.top_k + choice;
+  const int64_t e = expert_of(a, pair);
+  return {a.down + e * a.d * a.inter + col0,
+          a.act_in + static_cast<int64_t>(a.tokens) * a.shared_inter +
+              static_cast<int64_t>(pair) * a.inter + col0,
+          a.inter, min(a.inter - col0, kChunk), true, choice};
+}
+
+__global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
+  uint64_t* empty = full + kStages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col_groups = div_up(a.d, kRows);
+  const int groups = a.tokens * col_groups;
+  const int per_group = div_up(a.shared_inter, kChunk) + a.top_k * div_up(a.inter, kChunk);
+  const int my_groups =
+      static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
+  const int items = my_groups * per_group;
+  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kRows * 32);
+  __syncthreads();
+
+  if (warp == kRows) {
+    if (lane == 0) {
+      const uint64_t policy = l2_evict_first_policy();
+      bool waited = false;
+      for (int item = 0; item < items; ++item) {
+        const int s = item % kStages;
+        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
+        const int token = g / col_groups, col = (g % col_groups) * kRows;
+        if (!waited && i >= div_up(a.shared_inter, kChunk)) {  // routed rows need the ids
+          pdl_wait();
+          waited = true;
+        }
+        const DownItem it = down_item(a, token, i);
+        const int rows = min(kRows, a.d - col);
+        const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
+        mbar_arrive_expect_tx(&full[s], bytes * rows);
+        for (int r = 0; r < rows; ++r)
+          bulk_copy_g2s(tile_row_at(smem, s, r), it.w + static_cast<int64_t>(col + r) * it.width,
+                        bytes, &full[s], policy);
+      }
+    }
+    return;
+  }
+
+  pdl_wait();
+  pdl_trigger();
+  float acc = 0.0f;
+  for (int item = 0; item < items; ++item) {
+    const int s = item % kStages;
+    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
+    const int token = g / col_groups, col = (g % col_groups) * kRows + warp;
+    const DownItem it = down_item(a, token, i);
+    if (col < a.d) {
+      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, warp));
+      const uint4* xr = reinterpret_cast<const uint4*>(it.x);
+      float part = 0.0f;
+#pragma unroll 4
+      for (int q = lane; q < it.cols / 8; q += 32) dot8_bf16(tile[q], __ldg(xr + q), part);
+      acc += (it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f) * part;
+    }
+    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
+    if (i == per_group - 1) {
+      acc = warp_sum(acc);
+      if (lane == 0 && col < a.d) {
+        bool bad = false;
+        for (int k = 0; k < a.top_k; ++k) {
+          const int e = a.ids[token * a.top_k + k];
+          bad = bad || e < 0 || e >= a.experts;
+        }
+        a.out[static_cast<int64_t>(token) * a.d + col] =
+            __float2bfloat16(bad ? __int_as_float(0x7fffffff) : acc);
+      }
+      acc = 0.0f;
+    }
+  }
+}
+
+int persistent_blocks() {
+  static int blocks = 0;
+  if (blocks == 0) {
+    int device = 0, sms = 0;
+    KITE_CUDA_CHECK(cudaGetDevice(&device));
+    KITE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    for (auto kernel : {moe_gate_up_kernel, moe_down_kernel})
+      KITE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kSmemBytes));
+    blocks = sms;  // one block per SM: the ring takes most of its shared memory
+  }
+  return blocks;
+}
+
+// Checks the shapes both launches see and packs them (x / weights / out may be null: the launch
+// that does not read them).
+Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tensor* weights,
+                  const MoeDecodeWeights& w, const Tensor& act, Tensor* out) {
+  check_device(ids, DType::kI32, op, "ids");
+  check_device(w.gate_up, DType::kBF16, op, "gate_up");
+  check_device(w.down, DType::kBF16, op, "down");
+  check_device(act, DType::kBF16, op, "act");
+  KITE_CUDA_OP_CHECK(ids.dim() == 2, op, "ids must be [T, top_k]");
+  const int64_t tokens = ids.size(0), top_k = ids.size(1);
+  KITE_CUDA_OP_CHECK(tokens <= kMoeDecodeMaxTokens, op,
+                     "at most " + std::to_string(kMoeDecodeMaxTokens) + " tokens");
+  KITE_CUDA_OP_CHECK(top_k >= 1 && top_k <= kMaxTopK, op, "top_k must be in [1, 64]");
+  KITE_CUDA_OP_CHECK(w.gate_up.dim() == 3 && w.gate_up.size(1) % 2 == 0, op,
+                     "gate_up must be [E, 2I, d]");
+  const int64_t experts = w.gate_up.size(0), inter = w.gate_up.size(1) / 2,
+                d = w.gate_up.size(2);
+  KITE_CUDA_OP_CHECK(w.down.dim() == 3 && w.down.size(0) == experts && w.down.size(1) == d &&
+                         w.down.size(2) == inter,
+                     op, "down must be [E, d, I]");
+  const bool has_shared = w.shared_gate_up.defined();
+  KITE_CUDA_OP_CHECK(has_shared == w.shared_down.defined(), op,
+                     "shared_gate_up and shared_down come together");
+  int64_t shared_inter = 0;
+  if (has_shared) {
+    check_device(w.shared_gate_up, DType::kBF16, op, "shared_gate_up");
+    check_device(w.shared_down, DType::kBF16, op, "shared_down");
+    shared_inter = w.shared_down.dim() == 2 ? w.shared_down.size(1) : -1;
+    KITE_CUDA_OP_CHECK(w.shared_gate_up.dim() == 2 &&
+                           w.shared_gate_up.size(0) == 2 * shared_inter &&
+                           w.shared_gate_up.size(1) == d && w.shared_down.size(0) == d,
+                       op, "shared_gate_up must be [2Is, d] and shared_down [d, Is]");
+  }
+  KITE_CUDA_OP_CHECK(d % 8 == 0 && inter % 8 == 0 && shared_inter % 8 == 0, op,
+                     "d, I and Is must be multiples of 8");
+  KITE_CUDA_OP_CHECK(
+      all_aligned(16, w.gate_up.raw(), w.down.raw(), act.raw()) &&
+          (!has_shared || all_aligned(16, w.shared_gate_up.raw(), w.shared_down.raw())),
+      op, "the weights and act must be 16-byte aligned");
+  KITE_CUDA_OP_CHECK(act.numel() >= moe_decode_act_elems(tokens, top_k, inter, shared_inter), op,
+                     "act is too small");
+  KITE_CUDA_OP_CHECK(experts * 2 * inter * d < (int64_t{1} << 40) && d < (1 << 24) &&
+                         inter < (1 << 24) && shared_inter < (1 << 24),
+                     op, "shapes too large");
+  if (x) {
+    check_device(*x, DType::kBF16, op, "x");
+    KITE_CUDA_OP_CHECK(x->dim() == 2 && x->size(0) == tokens && x->size(1) == d, op,
+                       "x must be [T, d], T the rows of ids");
+    KITE_CUDA_OP_CHECK(all_aligned(16, x->raw()), op, "x must be 16-byte aligned");
+  }
+  if (weights) {
+    check_device(*weights, DType::kF32, op, "weights");
+    KITE_CUDA_OP_CHECK(
+        weights->dim() == 2 && weights->size(0) == tokens && weights->size(1) == top_k, op,
+        "weights must be [T, top_k]");
+  }
+  if (out) {
+    check_device(*out, DType::kBF16, op, "out");
+    KITE_CUDA_OP_CHECK(out->dim() == 2 && out->size(0) == tokens && out->size(1) == d, op,
+                       "out must be [T, d]");
+  }
+  return Args{x ? static_cast<const bf16*>(x->raw()) : nullptr,
+              static_cast<const int32_t*>(ids.raw()),
+              weights ? static_cast<const float*>(weights->raw()) : nullptr,
+              static_cast<const bf16*>(w.gate_up.raw()),
+              static_cast<const bf16*>(w.down.raw()),
+              has_shared ? static_cast<const bf16*>(w.shared_gate_up.raw()) : nullptr,
+              has_shared ? static_cast<const bf16*>(w.shared_down.raw()) : nullptr,
+              nullptr,
+              static_cast<const bf16*>(act.raw()),
+              out ? static_cast<bf16*>(out->raw()) : nullptr,
+              static_cast<int>(tokens),
+              static_cast<int>(top_k),
+              static_cast<int>(experts),
+              static_cast<int>(d),
+              static_cast<int>(inter),
+              static_cast<int>(shared_inter)};
+}
+
+}  // namespace
+
+void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w,
+                        Tensor& act, cudaStream_t stream) {
+  Args a = checked_args("moe_decode_gate_up", &x, ids, nullptr, w, act, nullptr);
+  a.act = static_cast<bf16*>(act.raw());
+  const int64_t groups =
+      int64_t{a.tokens} * ((a.shared_inter + kHalf - 1) / kHalf +
+                           int64_t{a.top_k} * ((a.inter + kHalf - 1) / kHalf));
+  if (groups == 0 || a.d == 0) return;
+  launch_pdl(moe_gate_up_kernel,
+             dim3(static_cast<unsigned>(std::min<int64_t>(groups, persistent_blocks()))),
+             kThreads, kSmemBytes, stream, a);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWeights& w,
+                     const Tensor& act, Tensor& out, cudaStream_t stream) {
+  const Args a = checked_args("moe_decode_down", nullptr, ids, &weights, w, act, &out);
+  const int64_t groups = int64_t{a.tokens} * ((a.d + kRows - 1) / kRows);
+  if (groups == 0) return;
+  launch_pdl(moe_down_kernel,
+             dim3(static_cast<unsigned>(std::min<int64_t>(groups, persistent_blocks()))),
+             kThreads, kSmemBytes, stream, a);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kite::cuda
