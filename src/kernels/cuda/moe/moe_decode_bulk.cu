@@ -1,8 +1,9 @@
 // Decode-size MoE, two bulk-copy streaming kernels (moe_decode.h).
 //
 // Both kernels use the ring of gemm/gemv_bulk.cu: one persistent block per SM, a producer
-// thread copying tiles of 8 weight rows x up to 2048 columns into 4 stages, 8 consumer warps,
-// one per tile row. What differs is where a tile's rows come from:
+// thread copying tiles of 8 weight rows x up to 2048 columns into 4 stages. Its 16 consumer
+// warps take two per tile row (a stream of 32 KB tiles needs more than 8 warps' issue rate per
+// SM to keep up with an SM's share of HBM). What differs is where a tile's rows come from:
 //   gate_up: work group g is 4 features of one matrix, their 4 gate rows and 4 up rows. The
 //     shared experts' groups come first (their weights do not depend on the router, so the
 //     producer streams them before waiting for the kernel that wrote the ids), then each
@@ -26,13 +27,17 @@
 namespace kite::cuda {
 namespace {
 
-constexpr int kRows = 8;          // consumer warps; weight rows per tile
+constexpr int kRows = 8;          // weight rows per tile
 constexpr int kHalf = kRows / 2;  // features per gate_up group
+constexpr int kWarps = 16;        // consumer warps: two per tile row, on alternate 16-byte columns
+constexpr int kSplit = kWarps / kRows;
 constexpr int kChunk = 2048;      // columns per tile row (4 KB)
 constexpr int kStages = 4;
 constexpr int kTileBytes = kRows * kChunk * 2;
-constexpr int kThreads = (kRows + 1) * 32;
-constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kHalf * 4;
+constexpr int kThreads = (kWarps + 1) * 32;
+// Tiles, then full and empty barriers, then the consumer warps' partial sums.
+constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kWarps * 4;
+constexpr int kXRegs = kChunk / 8 / (32 * kSplit);  // 16-byte x values per lane and chunk
 constexpr int kMaxTopK = 64;
 
 struct Args {
@@ -103,17 +108,17 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
   uint64_t* empty = full + kStages;
-  float* up_acc = reinterpret_cast<float*>(empty + kStages);
+  float* partial = reinterpret_cast<float*>(empty + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int groups = shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf);
   const int chunks = div_up(a.d, kChunk);
   const int my_groups =
       static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
   const int items = my_groups * chunks;
-  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kRows * 32);
+  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kWarps * 32);
   __syncthreads();
 
-  if (warp == kRows) {
+  if (warp == kWarps) {
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
       const int first_routed = shared_groups(a);
@@ -143,31 +148,49 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
 
   pdl_wait();
   pdl_trigger();
+  const int row = warp % kRows, first = lane + 32 * (warp / kRows);
+  // x's values for this lane's columns of the current chunk, kept while the token and chunk
+  // stay (every group of a token reads the same x).
+  uint4 xv[kXRegs];
+  const bf16* x_held = nullptr;
   float acc = 0.0f;
   for (int item = 0; item < items; ++item) {
     const int s = item % kStages;
     mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
     const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
     const GateUpGroup grp = gate_up_group(a, g);
-    const bool valid = gate_up_row_valid(grp, warp);
     const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
-    if (valid) {
-      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, warp));
-      const uint4* xr = reinterpret_cast<const uint4*>(grp.x) + col8;
-#pragma unroll 4
-      for (int i = lane; i < cols8; i += 32) dot8_bf16(tile[i], __ldg(xr + i), acc);
+    const bf16* xc = grp.x + col8 * 8;
+    if (xc != x_held) {
+      const uint4* xr = reinterpret_cast<const uint4*>(xc);
+#pragma unroll
+      for (int j = 0; j < kXRegs; ++j) {
+        const int i = first + j * 32 * kSplit;
+        xv[j] = i < cols8 ? __ldg(xr + i) : make_uint4(0, 0, 0, 0);
+      }
+      x_held = xc;
+    }
+    if (gate_up_row_valid(grp, row)) {
+      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
+#pragma unroll
+      for (int j = 0; j < kXRegs; ++j) {
+        const int i = first + j * 32 * kSplit;
+        if (i < cols8) dot8_bf16(tile[i], xv[j], acc);
+      }
     }
     mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
     if (c == chunks - 1) {
       acc = warp_sum(acc);
-      // The up warps hand their sums to the gate warps of the same features.
-      if (warp >= kHalf && lane == 0) up_acc[warp - kHalf] = acc;
-      consumers_sync(kRows * 32);
-      if (warp < kHalf && lane == 0 && valid) {
+      if (lane == 0) partial[warp] = acc;
+      consumers_sync(kWarps * 32);
+      // Warp r < 4 writes feature r: its gate rows' two halves and its up rows' two halves.
+      if (warp < kHalf && lane == 0 && gate_up_row_valid(grp, warp)) {
+        const float gate = partial[warp] + partial[warp + kRows];
+        const float up = partial[warp + kHalf] + partial[warp + kHalf + kRows];
         // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
-        grp.act[grp.feature0 + warp] = __float2bfloat16(acc / (1.0f + expf(-acc)) * up_acc[warp]);
+        grp.act[grp.feature0 + warp] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
       }
-      consumers_sync(kRows * 32);  // up_acc is read before the next group's sums land in it
+      consumers_sync(kWarps * 32);  // partial is read before the next group's sums land in it
       acc = 0.0f;
     }
   }
@@ -204,6 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
   uint64_t* empty = full + kStages;
+  float* partial = reinterpret_cast<float*>(empty + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col_groups = div_up(a.d, kRows);
   const int groups = a.tokens * col_groups;
@@ -211,10 +235,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
   const int my_groups =
       static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
   const int items = my_groups * per_group;
-  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kRows * 32);
+  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kWarps * 32);
   __syncthreads();
 
-  if (warp == kRows) {
+  if (warp == kWarps) {
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
       bool waited = false;
@@ -241,33 +265,39 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
 
   pdl_wait();
   pdl_trigger();
+  const int row = warp % kRows, first = lane + 32 * (warp / kRows);
   float acc = 0.0f;
   for (int item = 0; item < items; ++item) {
     const int s = item % kStages;
     mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
     const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
-    const int token = g / col_groups, col = (g % col_groups) * kRows + warp;
+    const int token = g / col_groups, col = (g % col_groups) * kRows + row;
     const DownItem it = down_item(a, token, i);
     if (col < a.d) {
-      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, warp));
+      const float factor = it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f;
+      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
       const uint4* xr = reinterpret_cast<const uint4*>(it.x);
       float part = 0.0f;
 #pragma unroll 4
-      for (int q = lane; q < it.cols / 8; q += 32) dot8_bf16(tile[q], __ldg(xr + q), part);
-      acc += (it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f) * part;
+      for (int q = first; q < it.cols / 8; q += 32 * kSplit) dot8_bf16(tile[q], __ldg(xr + q), part);
+      acc = fmaf(factor, part, acc);
     }
     mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
     if (i == per_group - 1) {
       acc = warp_sum(acc);
-      if (lane == 0 && col < a.d) {
+      if (lane == 0) partial[warp] = acc;
+      consumers_sync(kWarps * 32);
+      if (warp < kRows && lane == 0 && col < a.d) {
         bool bad = false;
         for (int k = 0; k < a.top_k; ++k) {
           const int e = a.ids[token * a.top_k + k];
           bad = bad || e < 0 || e >= a.experts;
         }
+        const float total = partial[warp] + partial[warp + kRows];
         a.out[static_cast<int64_t>(token) * a.d + col] =
-            __float2bfloat16(bad ? __int_as_float(0x7fffffff) : acc);
+            __float2bfloat16(bad ? __int_as_float(0x7fffffff) : total);
       }
+      consumers_sync(kWarps * 32);  // partial is read before the next group's sums land in it
       acc = 0.0f;
     }
   }
