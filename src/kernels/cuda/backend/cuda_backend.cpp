@@ -384,7 +384,12 @@ class CudaBackend final : public Backend {
     Tensor xp = empty({t * k, d});
     moe_gather(x, perm, xp, stream_);
     // Few rows per expert (decode): stream the chosen experts' weights; else tensor cores.
-    const bool gemv = moe_use_gemv(t * k, experts);
+    // KITE_CUDA_MOE_GEMV=0: the grouped GEMM at every size (A/B runs).
+    static const bool no_gemv = [] {
+      const char* v = std::getenv("KITE_CUDA_MOE_GEMV");
+      return v != nullptr && std::string(v) == "0";
+    }();
+    const bool gemv = !no_gemv && moe_use_gemv(t * k, experts);
     auto experts_linear = [&](const Tensor& in, const Tensor& w, Tensor& y) {
       if (gemv)
         moe_grouped_gemv(in, w, perm, y, stream_);

@@ -65,11 +65,13 @@ void moe_grouped_linear(const Tensor& xp, const Tensor& w, const MoePermutation&
 // The same result for decode-size batches, as a stream over the chosen experts' weights: one
 // pass over expert e's weight rows per 8 of its rows, fp32 accumulation (moe_grouped_gemv.cu).
 // BF16 only; K a multiple of 8; at most 65535 experts. moe_use_gemv() says when it is the
-// faster choice (few rows per expert on average).
+// faster choice: at most one row per two experts on average. (DeepSeek-V2-Lite, 64 experts,
+// top 6, ms per decode step, GEMV vs the tensor-core GEMM: 5 tokens 7.03 vs 7.18, 8 tokens
+// 8.77 vs 8.47, 10 tokens 8.57 vs 8.03, 64 tokens 23.0 vs 11.75; BENCHMARKS.md, run 7.)
 void moe_grouped_gemv(const Tensor& xp, const Tensor& w, const MoePermutation& perm, Tensor& yp,
                       cudaStream_t stream);
 inline bool moe_use_gemv(int64_t pairs, int64_t num_experts) {
-  return pairs <= 8 * num_experts && num_experts <= 65535;
+  return 2 * pairs <= num_experts && num_experts <= 65535;
 }
 
 // The same through cuBLASLt, one linear() per expert with rows: host_offsets is offsets

@@ -4,7 +4,7 @@
 // over the chosen experts' weights; the grouped GEMM's 64-row tiles would read them through a
 // two-stage pipeline built for thousands of rows. Here block (column tile, expert e) reads
 // e's rows from the permutation's offsets (on the device, no sync), and its 8 warps each stream
-// one weight row with 16-byte loads (several in flight per lane) against all of the expert's
+// four weight rows with 16-byte loads (several in flight per lane) against all of the expert's
 // rows, in chunks of up to 8 rows held in registers. Blocks of experts without rows exit at
 // once (one block per expert, not per permuted row: at batch 64 the per-row grid launched
 // about 135,000 blocks per expert GEMV, nearly all of which exited at once).
@@ -17,50 +17,88 @@
 namespace kite::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // weight rows (output columns) per block
-constexpr int kChunk = 8;   // expert rows per pass over the weight row
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kWarps = 8;   // warps per block
+constexpr int kChunk = 8;   // expert rows per pass over the weight rows
+
+// Each warp streams R weight rows (output columns), U 16-byte loads of each in flight per lane;
+// an x value loaded once serves all R rows. At DeepSeek-V2-Lite batch 64, R = 4 took the expert
+// GEMVs from 527 + 312 to 430 + 278 us against one row per warp (U = 4), which reloaded x from
+// L1 for every row (BENCHMARKS.md, run 7).
+constexpr int R = 4;
+constexpr int U = 2;
 
 __global__ void __launch_bounds__(kWarps * 32)
     grouped_gemv_kernel(const bf16* __restrict__ xp, const bf16* __restrict__ w,
-                        const int32_t* __restrict__ offsets, int num_experts, int n, int k,
+                        const int32_t* __restrict__ offsets, int n, int k,
                         bf16* __restrict__ yp) {
   const int e = blockIdx.y, j = offsets[e], row_end = offsets[e + 1];
   if (j == row_end) return;  // no rows for this expert
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int col = blockIdx.x * kWarps + warp;
-  if (col >= n) return;
+  const int col0 = (blockIdx.x * kWarps + warp) * R;
+  if (col0 >= n) return;
   const int k8 = k / 8;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + (static_cast<int64_t>(e) * n + col) * k);
+  const uint4* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)  // rows past n re-read row col0; their sums are not written
+    wr[r] = reinterpret_cast<const uint4*>(
+        w + (static_cast<int64_t>(e) * n + (col0 + r < n ? col0 + r : col0)) * k);
   for (int r0 = j; r0 < row_end; r0 += kChunk) {
     const int rows = min(kChunk, row_end - r0);
     const uint4* xr = reinterpret_cast<const uint4*>(xp + static_cast<int64_t>(r0) * k);
-    float acc[kChunk];
+    float acc[R][kChunk];
 #pragma unroll
-    for (int m = 0; m < kChunk; ++m) acc[m] = 0.0f;
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < kChunk; ++m) acc[r][m] = 0.0f;
     int i = lane;
-    for (; i + 32 * (kUnroll - 1) < k8; i += 32 * kUnroll) {
-      uint4 wv[kUnroll];
+    for (; i + 32 * (U - 1) < k8; i += 32 * U) {
+      uint4 wv[R][U];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < U; ++u) wv[r][u] = __ldcs(wr[r] + i + 32 * u);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int m = 0; m < kChunk; ++m)
-          if (m < rows) dot8_bf16(wv[u], __ldg(xr + m * k8 + i + 32 * u), acc[m]);
+          if (m < rows) {
+            const uint4 xv = __ldg(xr + m * k8 + i + 32 * u);
+#pragma unroll
+            for (int r = 0; r < R; ++r) dot8_bf16(wv[r][u], xv, acc[r][m]);
+          }
     }
     for (; i < k8; i += 32) {
-      const uint4 wv = __ldcs(wr + i);
+      uint4 wv[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[r] = __ldcs(wr[r] + i);
 #pragma unroll
       for (int m = 0; m < kChunk; ++m)
-        if (m < rows) dot8_bf16(wv, __ldg(xr + m * k8 + i), acc[m]);
+        if (m < rows) {
+          const uint4 xv = __ldg(xr + m * k8 + i);
+#pragma unroll
+          for (int r = 0; r < R; ++r) dot8_bf16(wv[r], xv, acc[r][m]);
+        }
     }
 #pragma unroll
-    for (int m = 0; m < kChunk; ++m) {
-      const float v = warp_sum(acc[m]);
-      if (lane == 0 && m < rows) yp[static_cast<int64_t>(r0 + m) * n + col] = __float2bfloat16(v);
-    }
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < kChunk; ++m) {
+        const float v = warp_sum(acc[r][m]);
+        if (lane == 0 && m < rows && col0 + r < n)
+          yp[static_cast<int64_t>(r0 + m) * n + col0 + r] = __float2bfloat16(v);
+      }
   }
+}
+
+void launch(const Tensor& xp, const Tensor& w, const MoePermutation& perm, Tensor& yp, int64_t n,
+            int64_t k, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n + kWarps * R - 1) / (kWarps * R)),
+                  static_cast<unsigned>(perm.num_experts));
+  grouped_gemv_kernel<<<grid, kWarps * 32, 0, stream>>>(
+      static_cast<const bf16*>(xp.raw()), static_cast<const bf16*>(w.raw()),
+      static_cast<const int32_t*>(perm.offsets.raw()), static_cast<int>(n), static_cast<int>(k),
+      static_cast<bf16*>(yp.raw()));
+  KITE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -85,13 +123,7 @@ void moe_grouped_gemv(const Tensor& xp, const Tensor& w, const MoePermutation& p
                          k <= (int64_t{1} << 30),
                      op, "too many experts or columns for one launch");
   if (pairs == 0 || n == 0) return;
-  const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps),
-                  static_cast<unsigned>(perm.num_experts));
-  grouped_gemv_kernel<<<grid, kWarps * 32, 0, stream>>>(
-      static_cast<const bf16*>(xp.raw()), static_cast<const bf16*>(w.raw()),
-      static_cast<const int32_t*>(perm.offsets.raw()), static_cast<int>(perm.num_experts),
-      static_cast<int>(n), static_cast<int>(k), static_cast<bf16*>(yp.raw()));
-  KITE_CUDA_CHECK_LAUNCH();
+  launch(xp, w, perm, yp, n, k, stream);
 }
 
 }  // namespace kite::cuda
