@@ -72,30 +72,42 @@ TEST(CudaHeadLinear, MatchesPerHeadHostProducts) {
   auto rng = test_rng();
   static BlasLtContext& ctx = *new BlasLtContext();
   HeadLinear op;
-  // MLA-like strided slices: x [T, H, 48] using dims [0, 32); y [T, H, 80] writing [0, 64).
-  const int64_t t = 7, heads = 4, xw = 48, k = 32, yw = 80, n = 64;
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    Tensor x = random_host({t, heads, xw}, rng);
-    Tensor w = random_host({heads, n, k}, rng, -0.2f, 0.2f);
-    round_to(x, dt);
-    round_to(w, dt);
-    Tensor ref = Tensor::empty({t, heads, n});
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t o = 0; o < n; ++o) {
-          double acc = 0;
-          for (int64_t c = 0; c < k; ++c)
-            acc += double(x.data<float>()[(i * heads + h) * xw + c]) *
-                   w.data<float>()[(h * n + o) * k + c];
-          ref.data<float>()[(i * heads + h) * n + o] = static_cast<float>(acc);
-        }
-    Tensor y = device_poisoned({t, heads, yw}, dt);
-    op.run(ctx, upload(x, dt), 0, upload(w, dt), y, 0, test_stream());
-    Tensor got = download(y);
-    Tensor cols = Tensor::empty({t, heads, n});
-    for (int64_t r = 0; r < t * heads; ++r)
-      std::copy_n(got.data<float>() + r * yw, n, cols.data<float>() + r * n);
-    KITE_EXPECT_CLOSE(cols, ref, dt == DType::kBF16 ? kTolBF16 : 1e-4);
+  // MLA-like strided slices: x [T, H, xw] using dims [x_off, x_off + k); y [T, H, yw] writing
+  // [y_off, y_off + n). Up to 4 BF16 rows take the per-head GEMV (head_gemv), more cuBLASLt;
+  // the last two shapes are DeepSeek-V2-Lite's absorbed projections.
+  struct Shape5 {
+    int64_t t, heads, xw, x_off, k, yw, y_off, n;
+  };
+  const Shape5 shapes[] = {{7, 4, 48, 0, 32, 80, 0, 64},      {1, 4, 48, 8, 32, 80, 16, 64},
+                           {3, 5, 40, 0, 40, 24, 3, 20},      {4, 2, 16, 8, 8, 9, 0, 9},
+                           {1, 16, 192, 0, 128, 576, 0, 512}, {2, 16, 512, 0, 512, 128, 0, 128}};
+  for (const Shape5& s : shapes) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << s.t << " H=" << s.heads << " K=" << s.k
+                                        << " N=" << s.n << " " << dtype_name(dt));
+      const int64_t t = s.t, heads = s.heads, xw = s.xw, k = s.k, yw = s.yw, n = s.n;
+      Tensor x = random_host({t, heads, xw}, rng);
+      Tensor w = random_host({heads, n, k}, rng, -0.2f, 0.2f);
+      round_to(x, dt);
+      round_to(w, dt);
+      Tensor ref = Tensor::empty({t, heads, n});
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t o = 0; o < n; ++o) {
+            double acc = 0;
+            for (int64_t c = 0; c < k; ++c)
+              acc += double(x.data<float>()[(i * heads + h) * xw + s.x_off + c]) *
+                     w.data<float>()[(h * n + o) * k + c];
+            ref.data<float>()[(i * heads + h) * n + o] = static_cast<float>(acc);
+          }
+      Tensor y = device_poisoned({t, heads, yw}, dt);
+      op.run(ctx, upload(x, dt), s.x_off, upload(w, dt), y, s.y_off, test_stream());
+      Tensor got = download(y);
+      Tensor cols = Tensor::empty({t, heads, n});
+      for (int64_t r = 0; r < t * heads; ++r)
+        std::copy_n(got.data<float>() + r * yw + s.y_off, n, cols.data<float>() + r * n);
+      KITE_EXPECT_CLOSE(cols, ref, dt == DType::kBF16 ? kTolBF16 : 1e-4);
+    }
   }
 }
 

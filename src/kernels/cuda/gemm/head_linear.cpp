@@ -63,6 +63,7 @@ void HeadLinear::run(BlasLtContext& ctx, const Tensor& x, int64_t x_off, const T
   KITE_CUDA_OP_CHECK(x_off >= 0 && x_off + k <= xw && y_off >= 0 && y_off + n <= yw, kOp,
                      "column ranges out of bounds");
   if (t == 0) return;
+  if (head_gemv_applies(x, x_off, w)) return head_gemv(x, x_off, w, y, y_off, stream);
   const size_t es = dtype_size(x.dtype());
   const char* xp = static_cast<const char*>(x.raw()) + x_off * es;
   char* yp = static_cast<char*>(y.raw()) + y_off * es;
