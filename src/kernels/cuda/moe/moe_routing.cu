@@ -8,6 +8,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/moe/moe_routing.h"
 
 namespace kite::cuda {
@@ -63,6 +64,11 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ bool keep_group[kMaxGroups];
   __shared__ int chosen[32];
 
+  // Launched early (PDL): the logits are read after the router's GEMV completes, and the
+  // trigger lets the decode MoE kernel that follows start streaming the shared experts, which
+  // do not depend on the choice.
+  pdl_wait();
+  pdl_trigger();
   const int E = p.num_experts;
   const T* row = logits + static_cast<int64_t>(blockIdx.x) * E;
   float local_max = -INFINITY;
@@ -204,11 +210,11 @@ void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
   auto* w = static_cast<float*>(expert_weights.raw());
   const auto grid = static_cast<unsigned>(tokens);
   if (router_logits.dtype() == DType::kF32) {
-    moe_route_kernel<float><<<grid, kThreads, smem, stream>>>(
-        static_cast<const float*>(router_logits.raw()), p, ids, w);
+    launch_pdl(moe_route_kernel<float>, dim3(grid), kThreads, smem, stream,
+               static_cast<const float*>(router_logits.raw()), p, ids, w);
   } else {
-    moe_route_kernel<bf16><<<grid, kThreads, smem, stream>>>(
-        static_cast<const bf16*>(router_logits.raw()), p, ids, w);
+    launch_pdl(moe_route_kernel<bf16>, dim3(grid), kThreads, smem, stream,
+               static_cast<const bf16*>(router_logits.raw()), p, ids, w);
   }
   KITE_CUDA_CHECK_LAUNCH();
 }
