@@ -148,10 +148,13 @@ class Backend {
   virtual void embedding(const Tensor& table, Tensor& out) = 0;
   // The attention input step, with the step's cos/sin and slots: rotates q's dims
   // [q_rot_offset, +rot_dim) (q may be null) and k's [k_rot_offset, +rot_dim) in place, writes
-  // k into k_cache and v (may be null) into v_cache.
+  // k into k_cache and v (may be null) into v_cache. With q_out [T, Hq, D], q's rotated dims go
+  // to q_out's [q_out_offset, +rot_dim) instead, and q is left as it was (MLA: straight into
+  // the absorbed query).
   virtual void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                               const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                              ops::RopeStyle style) = 0;
+                              ops::RopeStyle style, Tensor* q_out = nullptr,
+                              int64_t q_out_offset = 0) = 0;
   // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                          Tensor& out) = 0;

@@ -163,6 +163,31 @@ TEST_P(CudaRopeAndCacheTest, MatchesRopeThenWriteCache) {
   KITE_EXPECT_CLOSE(download(dk), k, tol);
   KITE_EXPECT_CLOSE(download(dk_cache), k_cache, tol);
   KITE_EXPECT_CLOSE(download(dv_cache), v_cache, tol);
+
+  // Again with q_out (MLA's absorbed query): q's rotated dims land in q_out's last rot_dim
+  // columns, q stays as it was, and q_out's other columns are not written.
+  if (!c.with_q) return;
+  const Tensor in_place = download(dq);
+  Tensor dq2 = upload(q, c.dtype);
+  const int64_t out_dim = c.q_dim + c.rot_dim + 8, out_off = c.q_dim + 8;
+  Tensor dq_out = device_poisoned({c.tokens, c.q_heads, out_dim}, c.dtype);
+  p.q = &dq2;
+  p.q_out = &dq_out;
+  p.q_out_offset = out_off;
+  rope_and_cache(p, test_stream());
+  EXPECT_EQ(rel_error(download(dq2), round_to(q, c.dtype)), 0.0);
+  const Tensor got = download(dq_out);
+  Tensor got_rot = Tensor::empty({c.tokens * c.q_heads, c.rot_dim});
+  Tensor want_rot = Tensor::empty({c.tokens * c.q_heads, c.rot_dim});
+  for (int64_t r = 0; r < c.tokens * c.q_heads; ++r) {
+    const float* row = got.data<float>() + r * out_dim;
+    std::copy_n(row + out_off, c.rot_dim, got_rot.data<float>() + r * c.rot_dim);
+    std::copy_n(in_place.data<float>() + r * c.q_dim + c.q_offset, c.rot_dim,
+                want_rot.data<float>() + r * c.rot_dim);
+    ASSERT_TRUE(all_nan(row, out_off)) << "row " << r;
+    ASSERT_TRUE(all_nan(row + out_off + c.rot_dim, out_dim - out_off - c.rot_dim)) << "row " << r;
+  }
+  EXPECT_EQ(rel_error(got_rot, want_rot), 0.0);  // the same arithmetic as the in-place run
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -174,7 +199,10 @@ INSTANTIATE_TEST_SUITE_P(
         // DeepSeek MLA: q [16, 192] rope after 128; latent [1, 576] rope after 512; no v.
         FusedCase{DType::kF32, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64, true},
         FusedCase{DType::kBF16, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64,
-                  false}));
+                  false},
+        // The same at decode (one token: a block per head).
+        FusedCase{DType::kBF16, RopeStyle::kInterleaved, 1, 16, 192, 128, 1, 576, 512, 0, 64,
+                  true}));
 
 TEST(CudaRopeAndCache, RejectsMissingCache) {
   Tensor k = device_empty({2, 1, 64}, DType::kF32);

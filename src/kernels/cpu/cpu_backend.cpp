@@ -67,8 +67,13 @@ class CpuBackend final : public Backend {
   }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                      ops::RopeStyle style) override {
-    if (q) ops::rope(*q, q_rot_offset, rot_dim, cos_, sin_, style);
+                      ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset) override {
+    if (q && q_out) {  // the same rotation, on a copy of q's dims in q_out
+      copy_columns(*q, q_rot_offset, *q_out, q_out_offset, rot_dim);
+      ops::rope(*q_out, q_out_offset, rot_dim, cos_, sin_, style);
+    } else if (q) {
+      ops::rope(*q, q_rot_offset, rot_dim, cos_, sin_, style);
+    }
     ops::rope(k, k_rot_offset, rot_dim, cos_, sin_, style);
     ops::write_cache(k, step().slot_mapping, k_cache, k_scale_);
     if (v) ops::write_cache(*v, step().slot_mapping, *v_cache, v_scale_);

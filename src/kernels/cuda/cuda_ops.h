@@ -64,6 +64,8 @@ void write_cache(const Tensor& src, const Tensor& slot_mapping, Tensor& cache, c
 struct RopeCacheParams {
   Tensor* q = nullptr;  // [T, Hq, Dq] or null
   int64_t q_rot_offset = 0;
+  Tensor* q_out = nullptr;  // [T, Hq, Dout] or null: q's rotated dims go here, q is not written
+  int64_t q_out_offset = 0;
   Tensor* k = nullptr;  // [T, Hk, Dk], required
   int64_t k_rot_offset = 0;
   const Tensor* v = nullptr;  // [T, Hk, Dv] or null

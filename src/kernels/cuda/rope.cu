@@ -3,7 +3,8 @@
 // A launch processes up to three targets (q, k, v) of a token batch. Block (t, y) takes one
 // token and one chunk of heads of one target: it stages the chunk's rotary dims in shared
 // memory (the interleaved style reads pairs (2i, 2i+1) and writes (i, i+h), so every input
-// must be read before any output is written), rotates them in place, and, for a target with a
+// must be read before any output is written), rotates them in place (or, for q, into q_out),
+// and, for a target with a
 // cache, writes the whole head rows (rotated and pass-through dims) into the slot of the token.
 // Slots outside [0, num_slots) are skipped, so padding tokens (slot -1) write nothing.
 #include <cuda_fp8.h>
@@ -32,6 +33,10 @@ constexpr int kMaxTargets = 3;
 template <typename T>
 struct RopeTarget {
   T* x = nullptr;
+  // When set, the rotated dims go to out [T, heads, out_dim] at out_rot_offset instead of back
+  // into x (x is then only read): MLA's q rope dims land in the absorbed query directly.
+  T* out = nullptr;
+  int out_dim = 0, out_rot_offset = 0;
   T* cache = nullptr;
   uint8_t* cache8 = nullptr;
   float scale = 1.0f;
@@ -80,7 +85,8 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
       const float* s = stage + h * rot;
       const float a = args.interleaved ? s[2 * i] : s[i];
       const float b = args.interleaved ? s[2 * i + 1] : s[i + half];
-      T* dst = x + h * tg.dim + tg.rot_offset;
+      T* dst = tg.out ? tg.out + (token * tg.heads + head0 + h) * tg.out_dim + tg.out_rot_offset
+                      : x + h * tg.dim + tg.rot_offset;
       dst[i] = from_float<T>(a * cos[i] - b * sin[i]);
       dst[i + half] = from_float<T>(b * cos[i] + a * sin[i]);
     }
@@ -164,9 +170,16 @@ template <typename T>
 void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slots,
                        cudaStream_t stream) {
   RopeLaunch<T> args;
-  if (p.q && p.q->numel() > 0)
-    args.targets[args.num_targets++] = make_target<T>(*p.q, p.q->size(1), p.q->size(2),
-                                                      p.q_rot_offset, p.rot_dim, nullptr, tokens);
+  if (p.q && p.q->numel() > 0) {
+    RopeTarget<T>& q = args.targets[args.num_targets++];
+    q = make_target<T>(*p.q, p.q->size(1), p.q->size(2), p.q_rot_offset, p.rot_dim, nullptr,
+                       tokens);
+    if (p.q_out) {
+      q.out = static_cast<T*>(p.q_out->raw());
+      q.out_dim = static_cast<int>(p.q_out->size(2));
+      q.out_rot_offset = static_cast<int>(p.q_out_offset);
+    }
+  }
   args.targets[args.num_targets++] = make_target<T>(
       *p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache, tokens, p.k_scale);
   if (p.v)
@@ -275,6 +288,15 @@ void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
     check_device(*p.q, dtype, kOp, "q");
     check_rope_dims(kOp, *p.q, p.q_rot_offset, p.rot_dim);
     KITE_CUDA_OP_CHECK(p.q->size(0) == tokens, kOp, "q and k must have the same tokens");
+    if (p.q_out) {
+      check_device(*p.q_out, dtype, kOp, "q_out");
+      check_rope_dims(kOp, *p.q_out, p.q_out_offset, p.rot_dim);
+      KITE_CUDA_OP_CHECK(p.q_out->size(0) == tokens && p.q_out->size(1) == p.q->size(1), kOp,
+                         "q_out must have q's tokens and heads");
+      KITE_CUDA_OP_CHECK(!bytes_overlap(*p.q, *p.q_out), kOp, "q_out must not overlap q");
+    }
+  } else {
+    KITE_CUDA_OP_CHECK(p.q_out == nullptr, kOp, "q_out needs q");
   }
   if (p.v) {
     check_device(*p.v, dtype, kOp, "v");

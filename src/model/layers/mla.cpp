@@ -68,17 +68,14 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   q = q.view({t, heads_, qk});
 
   // Latent row = [rms_norm(c_kv) | rope(k_rope)], written straight into the cache; q's rope
-  // dims rotate in the same launch.
+  // dims rotate in the same launch, into the absorbed query per head [W_UK^T q_nope | q_rope].
   Tensor latent = kv_a_proj_(be, x);  // [T, rank + rope]
   be.rms_norm_prefix(latent, rank_, kv_a_norm_, eps_);
   Tensor latent3 = latent.view({t, 1, width});
-  be.rope_and_cache(&q, nope_, latent3, rank_, nullptr, latent_cache, nullptr, rope_,
-                    ops::RopeStyle::kInterleaved);
-
-  // Absorbed query per head: [W_UK^T q_nope | q_rope].
   Tensor q_abs = be.empty({t, heads_, width});
+  be.rope_and_cache(&q, nope_, latent3, rank_, nullptr, latent_cache, nullptr, rope_,
+                    ops::RopeStyle::kInterleaved, &q_abs, rank_);
   be.head_linear(q, 0, w_uk_t_, q_abs, 0);
-  be.copy_columns(q, nope_, q_abs, rank_, rope_);
 
   // One kv head; values are the first `rank` dims of the latent rows.
   Tensor o_lat = be.empty({t, heads_, rank_});

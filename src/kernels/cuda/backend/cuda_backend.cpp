@@ -308,12 +308,14 @@ class CudaBackend final : public Backend {
   }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                      ops::RopeStyle style) override {
+                      ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset) override {
     if (replaying()) return;
     TimedOp timed = time_op([] { return std::string("rope_and_cache"); });
     RopeCacheParams p;
     p.q = q;
     p.q_rot_offset = q_rot_offset;
+    p.q_out = q_out;
+    p.q_out_offset = q_out_offset;
     p.k = &k;
     p.k_rot_offset = k_rot_offset;
     p.v = v;
