@@ -146,8 +146,10 @@ std::vector<float> last_logits(Model& model, const std::vector<int32_t>& seq) {
 
 class CudaModel : public ::testing::TestWithParam<Case> {};
 
-TEST_P(CudaModel, LogitsWithinBf16OfTransformers) {
-  const Case& c = GetParam();
+// Every prompt's logits at every position against transformers', either from one prefill of
+// the whole prompt or with the prompt fed one token per step (the decode path: paged decode
+// attention, the decode-size MoE).
+void expect_prompt_logits_match(const Case& c, bool one_token_per_step) {
   auto model = load(c.model_dir, Device::kCuda);
   auto expected = WeightStore::open(c.expected_dir + "/expected.safetensors");
   ASSERT_TRUE(expected.ok()) << expected.status().message();
@@ -160,59 +162,43 @@ TEST_P(CudaModel, LogitsWithinBf16OfTransformers) {
     ModelRunner runner(*model, cache);
     std::vector<int32_t> table(blocks);
     std::iota(table.begin(), table.end(), 4);
-    SequenceChunk chunk{ids, 0, table, LogitsMode::kAll};
-    Tensor logits = runner.execute({&chunk, 1});
+    std::vector<float> got;
+    if (one_token_per_step) {
+      for (size_t pos = 0; pos < ids.size(); ++pos) {
+        SequenceChunk step{std::span<const int32_t>(ids.data() + pos, 1),
+                           static_cast<int32_t>(pos), table, LogitsMode::kLast};
+        Tensor logits = runner.execute({&step, 1});
+        got.insert(got.end(), logits.data<float>(), logits.data<float>() + vocab);
+      }
+    } else {
+      SequenceChunk chunk{ids, 0, table, LogitsMode::kAll};
+      Tensor logits = runner.execute({&chunk, 1});
+      got.assign(logits.data<float>(), logits.data<float>() + logits.numel());
+    }
     auto want = expected->get_f32("logits." + std::to_string(p),
                                   {static_cast<int64_t>(ids.size()), vocab});
     ASSERT_TRUE(want.ok()) << want.status().message();
-    const double err = rel_error(logits.data<float>(), want->data<float>(), logits.numel());
+    const double err =
+        rel_error(got.data(), want->data<float>(), static_cast<int64_t>(got.size()));
     int64_t good_rows = 0;
     for (size_t r = 0; r < ids.size(); ++r)
-      good_rows += rel_error(logits.data<float>() + r * vocab, want->data<float>() + r * vocab,
-                             vocab) < 3e-2;
-    std::printf("  %s prompt %zu (%zu tokens): relative error vs transformers fp32 %.2e, "
+      good_rows += rel_error(got.data() + r * vocab, want->data<float>() + r * vocab, vocab) < 3e-2;
+    std::printf("  %s prompt %zu (%zu tokens%s): relative error vs transformers fp32 %.2e, "
                 "%lld/%zu rows within 3e-2\n",
-                c.name.c_str(), p, ids.size(), err, static_cast<long long>(good_rows), ids.size());
+                c.name.c_str(), p, ids.size(), one_token_per_step ? ", one per step" : "", err,
+                static_cast<long long>(good_rows), ids.size());
     if (!c.random_router || ids.size() <= 7) {
       EXPECT_LT(err, c.tolerance) << c.name << " prompt " << p;
     }
   }
 }
 
-// The prompts again, fed one token per step: every position's logits come from the decode
-// path (paged decode attention, the decode-size MoE), checked like the prompt logits.
+TEST_P(CudaModel, LogitsWithinBf16OfTransformers) {
+  expect_prompt_logits_match(GetParam(), false);
+}
+
 TEST_P(CudaModel, DecodeStepsWithinBf16OfTransformers) {
-  const Case& c = GetParam();
-  auto model = load(c.model_dir, Device::kCuda);
-  auto expected = WeightStore::open(c.expected_dir + "/expected.safetensors");
-  ASSERT_TRUE(expected.ok()) << expected.status().message();
-  const int64_t vocab = model->config().vocab_size;
-  const auto ps = prompts(c);
-  for (size_t p = 0; p < ps.size(); ++p) {
-    const auto& ids = ps[p].ids;
-    const int64_t bs = 16, blocks = static_cast<int64_t>(ids.size()) / bs + 1;
-    KvCache cache(model->kv_cache_spec(), blocks + 2, bs, model->backend());
-    ModelRunner runner(*model, cache);
-    std::vector<int32_t> table(blocks);
-    std::iota(table.begin(), table.end(), 2);
-    std::vector<float> got;
-    for (size_t pos = 0; pos < ids.size(); ++pos) {
-      SequenceChunk step{std::span<const int32_t>(ids.data() + pos, 1), static_cast<int32_t>(pos),
-                         table, LogitsMode::kLast};
-      Tensor logits = runner.execute({&step, 1});
-      got.insert(got.end(), logits.data<float>(), logits.data<float>() + vocab);
-    }
-    auto want = expected->get_f32("logits." + std::to_string(p),
-                                  {static_cast<int64_t>(ids.size()), vocab});
-    ASSERT_TRUE(want.ok()) << want.status().message();
-    const double err = rel_error(got.data(), want->data<float>(), static_cast<int64_t>(got.size()));
-    std::printf("  %s prompt %zu (%zu tokens, one per step): relative error vs transformers fp32 "
-                "%.2e\n",
-                c.name.c_str(), p, ids.size(), err);
-    if (!c.random_router || ids.size() <= 7) {
-      EXPECT_LT(err, c.tolerance) << c.name << " prompt " << p;
-    }
-  }
+  expect_prompt_logits_match(GetParam(), true);
 }
 
 TEST_P(CudaModel, GreedyMatchesTransformersUpToNearTies) {

@@ -20,17 +20,30 @@ Result<MlaAttention> MlaAttention::load(Backend& be, const WeightStore& w,
   a.scale_ = static_cast<float>(base_scale * RopeTable::deepseek_softmax_mscale(c.rope_scaling));
   const int64_t d = c.hidden_size, qk = a.nope_ + a.rope_;
   const bool bias = c.attention_bias;
+  // q_proj has no bias in transformers' DeepSeek models; q_a_proj and kv_a follow attention_bias.
+  const std::string q_first_name = prefix + (c.q_lora_rank ? "q_a_proj" : "q_proj");
+  const bool q_first_bias = c.q_lora_rank ? bias : false;
+  a.q_first_width_ = c.q_lora_rank ? *c.q_lora_rank : a.heads_ * qk;
+  const std::string kv_a_name = prefix + "kv_a_proj_with_mqa";
+  const bool stacked = be.device() != Device::kCpu && q_first_bias == bias;
+  if (stacked) {
+    KITE_ASSIGN_OR_RETURN(a.x_proj_, Linear::load_stacked(be, w, {q_first_name, kv_a_name},
+                                                          {a.q_first_width_, a.rank_ + a.rope_},
+                                                          d, bias));
+  } else {
+    KITE_ASSIGN_OR_RETURN(a.q_first_,
+                          Linear::load(be, w, q_first_name, a.q_first_width_, d, q_first_bias));
+  }
   if (c.q_lora_rank) {
     const int64_t r = *c.q_lora_rank;
-    KITE_ASSIGN_OR_RETURN(a.q_a_proj_, Linear::load(be, w, prefix + "q_a_proj", r, d, bias));
     KITE_ASSIGN_OR_RETURN(a.q_a_norm_, load_vector(be, w, prefix + "q_a_layernorm.weight", r));
     KITE_ASSIGN_OR_RETURN(a.q_b_proj_,
                           Linear::load(be, w, prefix + "q_b_proj", a.heads_ * qk, r));
-  } else {
-    KITE_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(be, w, prefix + "q_proj", a.heads_ * qk, d));
   }
-  KITE_ASSIGN_OR_RETURN(a.kv_a_proj_, Linear::load(be, w, prefix + "kv_a_proj_with_mqa",
-                                                   a.rank_ + a.rope_, d, bias));
+  if (!stacked) {
+    KITE_ASSIGN_OR_RETURN(a.kv_a_proj_,
+                          Linear::load(be, w, kv_a_name, a.rank_ + a.rope_, d, bias));
+  }
   KITE_ASSIGN_OR_RETURN(a.kv_a_norm_,
                         load_vector(be, w, prefix + "kv_a_layernorm.weight", a.rank_));
   // Split kv_b_proj [heads * (nope + v), rank] into per-head W_UK^T and W_UV (on the host).
@@ -57,19 +70,26 @@ Result<MlaAttention> MlaAttention::load(Backend& be, const WeightStore& w,
 Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& latent_cache) const {
   Backend& be = *ctx.be;
   const int64_t t = x.size(0), qk = nope_ + rope_, width = rank_ + rope_;
-  Tensor q;
-  if (q_proj_) {
-    q = (*q_proj_)(be, x);
+  // q from its first projection (through q LoRA's norm and up-projection where there is one).
+  auto finish_q = [&](Tensor first) {
+    if (!q_b_proj_) return first;
+    be.rms_norm(first, q_a_norm_, eps_, first);
+    return (*q_b_proj_)(be, first);
+  };
+  Tensor q, latent;  // latent: [T, rank + rope]
+  if (x_proj_) {
+    const int64_t widths[] = {q_first_width_, width};
+    std::vector<Tensor> parts = x_proj_->split(be, x, widths);
+    q = finish_q(parts[0]);
+    latent = parts[1];
   } else {
-    Tensor qa = (*q_a_proj_)(be, x);
-    be.rms_norm(qa, q_a_norm_, eps_, qa);
-    q = (*q_b_proj_)(be, qa);
+    q = finish_q((*q_first_)(be, x));
+    latent = (*kv_a_proj_)(be, x);
   }
   q = q.view({t, heads_, qk});
 
   // Latent row = [rms_norm(c_kv) | rope(k_rope)], written straight into the cache; q's rope
   // dims rotate in the same launch, into the absorbed query per head [W_UK^T q_nope | q_rope].
-  Tensor latent = kv_a_proj_(be, x);  // [T, rank + rope]
   be.rms_norm_prefix(latent, rank_, kv_a_norm_, eps_);
   Tensor latent3 = latent.view({t, 1, width});
   Tensor q_abs = be.empty({t, heads_, width});

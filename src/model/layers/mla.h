@@ -30,11 +30,16 @@ class MlaAttention {
   Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& latent_cache) const;
 
  private:
-  std::optional<Linear> q_proj_;    // no q LoRA
-  std::optional<Linear> q_a_proj_;  // q LoRA down
-  Tensor q_a_norm_;
+  // q's first projection (q_proj, or q LoRA's q_a_proj) and kv_a_proj_with_mqa (hidden ->
+  // rank + rope) both read x. Off the CPU, when both or neither have a bias, they are one
+  // stacked Linear (x_proj_: one GEMV launch at decode); on the CPU they stay two (so the
+  // calibration recorder samples each linear's inputs as it always did).
+  std::optional<Linear> x_proj_;
+  std::optional<Linear> q_first_;
+  std::optional<Linear> kv_a_proj_;
+  int64_t q_first_width_ = 0;
+  Tensor q_a_norm_;                 // q LoRA only
   std::optional<Linear> q_b_proj_;  // q LoRA up
-  Linear kv_a_proj_;                // hidden -> rank + rope
   Tensor kv_a_norm_;
   Tensor w_uk_t_;  // [heads, rank, nope]: q_lat = q_nope · W_UK, per head (Backend::head_linear)
   Tensor w_uv_;    // [heads, v, rank]
