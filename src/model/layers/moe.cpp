@@ -106,13 +106,17 @@ Tensor Moe::forward(Backend& be, const Tensor& x) const {
   ops::MoeRoutingParams params = routing_;
   params.correction_bias = correction_bias_.defined() ? &correction_bias_ : nullptr;
   if (experts_.empty()) {
-    // One call for routed and shared experts where the backend fuses them (CUDA decode).
+    // One call for routed and shared experts where the backend fuses them (CUDA decode); shared
+    // experts it cannot read (quantized) run on their own and are added after.
     Tensor shared_gate_up, shared_down;
-    if (!shared_ || shared_->plain_weights(shared_gate_up, shared_down)) {
-      Tensor out = be.empty({t, d});
-      if (be.moe_experts_with_shared(x, logits, params, experts_gate_up_, experts_down_,
-                                     shared_gate_up, shared_down, out))
-        return out;
+    const bool fuse_shared = shared_ && shared_->plain_weights(shared_gate_up, shared_down);
+    Tensor out = be.empty({t, d});
+    if (be.moe_experts_with_shared(x, logits, params, experts_gate_up_, experts_down_,
+                                   shared_gate_up, shared_down, out)) {
+      if (!shared_ || fuse_shared) return out;
+      Tensor sum = be.empty({t, d});
+      be.add(out, shared_->forward(be, x), sum);
+      return sum;
     }
   }
   Tensor routed;
