@@ -2,8 +2,8 @@
 //
 // Both kernels use the ring of gemm/gemv_bulk.cu: one persistent block per SM, a producer
 // thread copying tiles of 8 weight rows x up to 2048 columns into 4 stages. Its 16 consumer
-// warps take two per tile row (a stream of 32 KB tiles needs more than 8 warps' issue rate per
-// SM to keep up with an SM's share of HBM). What differs is where a tile's rows come from:
+// warps take two per tile row (gate_up 35.0 us against 37.6 with one warp per row at
+// DeepSeek-V2-Lite batch 1; BENCHMARKS.md run 7). What differs is where a tile's rows come from:
 //   gate_up: work group g is 4 features of one matrix, their 4 gate rows and 4 up rows. The
 //     shared experts' groups come first (their weights do not depend on the router, so the
 //     producer streams them before waiting for the kernel that wrote the ids), then each
