@@ -156,8 +156,11 @@ TEST(CudaQuantModel, Fp8KvCacheMatchesTheCpu) {
 // kite-tiny (trained MLA + MoE with a shared expert) quantized: prefill, then decode steps,
 // which on the GPU run the stacked q_a / kv_a projection split into two outputs and the fused
 // decode MoE for the routed experts with the quantized shared expert run and added on its own.
-// Held to the dense fixtures' bounds above. (The random-weight MLA fixtures are no use here:
-// quantization alone moves their logits by 30-96 %, BF16 activations on top by 8-43 %.)
+// The CUDA backend keeps the routed experts in BF16 (ARCHITECTURE.md) while the CPU quantizes
+// them, so the GPU model lies between the CPU quantized and unquantized models: it must be
+// within 1.5x the CPU quantized model's own distance from the unquantized one of both (3e-2
+// where that is larger) — dropping or doubling the shared expert would leave that band. (The
+// random-weight MLA fixtures are no use here: quantization alone moves their logits 16-96 %.)
 TEST(CudaQuantModel, KiteTinyDecodeMatchesTheCpuQuantizedModel) {
   std::vector<int32_t> ids(21);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 5) % 500);
@@ -177,11 +180,14 @@ TEST(CudaQuantModel, KiteTinyDecodeMatchesTheCpuQuantizedModel) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t step = 0; step < got.size(); ++step) {
       const double err = rel_error(got[step], want[step]);
+      const double err_plain = rel_error(got[step], plain[step]);
       const double quant_err = rel_error(want[step], plain[step]);
-      std::printf("  %s step %zu: GPU vs CPU quantized %.2e (CPU quantized vs unquantized %.2e)\n",
-                  name.c_str(), step, err, quant_err);
-      EXPECT_LT(err, method == QuantMethod::kInt4 ? 3e-2 : std::max(3e-2, quant_err))
-          << "step " << step;
+      std::printf("  %s step %zu: GPU vs CPU quantized %.2e, vs CPU unquantized %.2e (CPU "
+                  "quantized vs unquantized %.2e)\n",
+                  name.c_str(), step, err, err_plain, quant_err);
+      const double bound = std::max(3e-2, 1.5 * quant_err);
+      EXPECT_LT(err, bound) << "step " << step;
+      EXPECT_LT(err_plain, bound) << "step " << step;
     }
   }
 }
