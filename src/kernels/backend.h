@@ -174,16 +174,17 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& router_logits,
                            const ops::MoeRoutingParams& params, const Tensor& gate_up,
                            const Tensor& down, Tensor& out);
-  // moe_experts with the shared experts folded in: out additionally gets
-  // down_s(silu(gate_s x) * up_s x) for shared_gate_up [2Is, in] and shared_down [in, Is]
-  // (both undefined: no shared experts), in the same fp32 sum. Returns false, having done
-  // nothing, where the backend has no such form for this step (the default): the caller then
-  // runs moe_experts and the shared experts itself. CUDA takes decode-size steps of BF16 weights.
-  virtual bool moe_experts_with_shared(const Tensor& x, const Tensor& router_logits,
-                                       const ops::MoeRoutingParams& params, const Tensor& gate_up,
-                                       const Tensor& down, const Tensor& shared_gate_up,
-                                       const Tensor& shared_down, Tensor& out) {
-    return false;
+  // moe_experts with the shared experts folded in: its output [T, in] (step scratch)
+  // additionally gets down_s(silu(gate_s x) * up_s x) for shared_gate_up [2Is, in] and
+  // shared_down [in, Is] (both undefined: no shared experts), in the same fp32 sum. Returns an
+  // undefined tensor, having done nothing, where the backend has no such form for this step
+  // (the default): the caller then runs moe_experts and the shared experts itself. CUDA takes
+  // decode-size steps of BF16 weights.
+  virtual Tensor moe_experts_with_shared(const Tensor& x, const Tensor& router_logits,
+                                         const ops::MoeRoutingParams& params,
+                                         const Tensor& gate_up, const Tensor& down,
+                                         const Tensor& shared_gate_up, const Tensor& shared_down) {
+    return Tensor();
   }
   // FP8 KV-cache scales of the layer about to run (read by rope_and_cache / attention on
   // backends with FP8 caches: the CPU; others ignore them).

@@ -67,6 +67,22 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Work items go round the ring's STAGES slots in order; these give item's slot once it can be
+// used. The producer's: after the consumers released what the slot held STAGES items before.
+template <int STAGES, typename Item>
+__device__ __forceinline__ int ring_slot_to_fill(uint64_t* empty, Item item) {
+  const int s = static_cast<int>(item % STAGES);
+  if (item >= STAGES) mbar_wait(&empty[s], static_cast<uint32_t>((item / STAGES - 1) & 1));
+  return s;
+}
+// A consumer's: after the slot's copies for `item` have landed.
+template <int STAGES, typename Item>
+__device__ __forceinline__ int ring_slot_filled(uint64_t* full, Item item) {
+  const int s = static_cast<int>(item % STAGES);
+  mbar_wait(&full[s], static_cast<uint32_t>((item / STAGES) & 1));
+  return s;
+}
+
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
 // memory; completion is counted on `bar` (announced before with mbar_arrive_expect_tx).
 // The evict-first hint: each weight byte is read once per step, so it should not push the

@@ -4,8 +4,8 @@
 // token and one chunk of heads of one target: it stages the chunk's rotary dims in shared
 // memory (the interleaved style reads pairs (2i, 2i+1) and writes (i, i+h), so every input
 // must be read before any output is written), rotates them in place (or, for q, into q_out),
-// and, for a target with a
-// cache, writes the whole head rows (rotated and pass-through dims) into the slot of the token.
+// and, for a target with a cache, writes the whole head rows (rotated and pass-through dims)
+// into the slot of the token.
 // Slots outside [0, num_slots) are skipped, so padding tokens (slot -1) write nothing.
 #include <cuda_fp8.h>
 

@@ -105,28 +105,24 @@ Tensor Moe::forward(Backend& be, const Tensor& x) const {
   be.linear(x, gate_.weight, nullptr, logits);
   ops::MoeRoutingParams params = routing_;
   params.correction_bias = correction_bias_.defined() ? &correction_bias_ : nullptr;
-  if (experts_.empty()) {
-    // One call for routed and shared experts where the backend fuses them (CUDA decode); shared
-    // experts it cannot read (quantized) run on their own and are added after.
-    Tensor shared_gate_up, shared_down;
-    const bool fuse_shared = shared_ && shared_->plain_weights(shared_gate_up, shared_down);
-    Tensor out = be.empty({t, d});
-    if (be.moe_experts_with_shared(x, logits, params, experts_gate_up_, experts_down_,
-                                   shared_gate_up, shared_down, out)) {
-      if (!shared_ || fuse_shared) return out;
-      Tensor sum = be.empty({t, d});
-      be.add(out, shared_->forward(be, x), sum);
-      return sum;
-    }
-  }
   Tensor routed;
+  bool shared_in_routed = false;  // the backend summed the shared experts in already
   if (!experts_.empty()) {
     routed = routed_per_expert(be, x, logits, params);
   } else {
-    routed = be.empty({t, d});
-    be.moe_experts(x, logits, params, experts_gate_up_, experts_down_, routed);
+    // One call for routed and shared experts where the backend fuses them (CUDA decode); shared
+    // experts it cannot read (quantized) are left out of it and run on their own below.
+    Tensor shared_gate_up, shared_down;
+    const bool fuse_shared = shared_ && shared_->plain_weights(shared_gate_up, shared_down);
+    routed = be.moe_experts_with_shared(x, logits, params, experts_gate_up_, experts_down_,
+                                        shared_gate_up, shared_down);
+    shared_in_routed = routed.defined() && fuse_shared;
+    if (!routed.defined()) {
+      routed = be.empty({t, d});
+      be.moe_experts(x, logits, params, experts_gate_up_, experts_down_, routed);
+    }
   }
-  if (!shared_) return routed;
+  if (!shared_ || shared_in_routed) return routed;
   Tensor out = be.empty({t, d});
   be.add(routed, shared_->forward(be, x), out);
   return out;

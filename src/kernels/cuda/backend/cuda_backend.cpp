@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm/blaslt.h"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/head_linear.h"
@@ -387,10 +388,7 @@ class CudaBackend final : public Backend {
     moe_gather(x, perm, xp, stream_);
     // Few rows per expert (decode): stream the chosen experts' weights; else tensor cores.
     // KITE_CUDA_MOE_GEMV=0: the grouped GEMM at every size (A/B runs).
-    static const bool no_gemv = [] {
-      const char* v = std::getenv("KITE_CUDA_MOE_GEMV");
-      return v != nullptr && std::string(v) == "0";
-    }();
+    static const bool no_gemv = env_switched_off("KITE_CUDA_MOE_GEMV");
     const bool gemv = !no_gemv && moe_use_gemv(t * k, experts);
     auto experts_linear = [&](const Tensor& in, const Tensor& w, Tensor& y) {
       if (gemv)
@@ -420,45 +418,37 @@ class CudaBackend final : public Backend {
     timed.emplace(time_op([] { return std::string("moe combine"); }));
     moe_combine(yp, weights, perm, out, stream_);
   }
-  bool moe_experts_with_shared(const Tensor& x, const Tensor& logits,
-                               const ops::MoeRoutingParams& params, const Tensor& gate_up,
-                               const Tensor& down, const Tensor& shared_gate_up,
-                               const Tensor& shared_down, Tensor& out) override {
+  Tensor moe_experts_with_shared(const Tensor& x, const Tensor& logits,
+                                 const ops::MoeRoutingParams& params, const Tensor& gate_up,
+                                 const Tensor& down, const Tensor& shared_gate_up,
+                                 const Tensor& shared_down) override {
     // KITE_CUDA_MOE_FUSED=0: the permutation path and separate shared experts (A/B runs).
-    static const bool off = [] {
-      const char* v = std::getenv("KITE_CUDA_MOE_FUSED");
-      return v != nullptr && std::string(v) == "0";
-    }();
-    const bool shared = shared_gate_up.defined();
-    auto bf16 = [](const Tensor& w) { return w.dtype() == DType::kBF16; };
-    const bool applies = !off && x.size(0) <= cuda::kMoeDecodeMaxTokens && bf16(x) && bf16(out) &&
-                         bf16(gate_up) && bf16(down) && x.size(1) % 8 == 0 &&
-                         down.size(2) % 8 == 0 &&
-                         (!shared || (bf16(shared_gate_up) && bf16(shared_down) &&
-                                      shared_down.size(1) % 8 == 0));
-    // The same answer during capture and replay: a replayed graph holds the launches.
-    if (!applies || replaying()) return applies;
-    const int64_t t = x.size(0), k = params.top_k;
+    static const bool off = env_switched_off("KITE_CUDA_MOE_FUSED");
+    const cuda::MoeDecodeWeights w{gate_up, down, shared_gate_up, shared_down};
+    if (off || !cuda::moe_decode_applies(x, w)) return Tensor();
+    // Allocated on replay too, so the arena walks the captured step's scratch in step.
+    Tensor out = empty({x.size(0), x.size(1)}, x.dtype());
+    if (replaying()) return out;
+    const int64_t t = x.size(0), k = params.top_k, experts = gate_up.size(0);
     Tensor ids, weights;
     std::optional<TimedOp> timed;
     timed.emplace(time_op([] { return std::string("moe route"); }));
     route_on_device(logits, params, t, ids, weights);
     timed.reset();
+    const bool shared = shared_gate_up.defined();
     const int64_t inter = down.size(2), shared_inter = shared ? shared_down.size(1) : 0;
     Tensor act = empty({cuda::moe_decode_act_elems(t, k, inter, shared_inter)}, DType::kBF16);
     // Bytes of the weights read (op timer): every pair's expert, the shared experts per token.
-    const int64_t per_expert = (gate_up.size_bytes() + down.size_bytes()) / gate_up.size(0);
-    const cuda::MoeDecodeWeights w{gate_up, down, shared_gate_up, shared_down};
-    const int64_t gate_up_bytes = gate_up.size_bytes() / gate_up.size(0);
     timed.emplace(time_op([] { return std::string("moe decode gate_up"); },
-                          t * (k * gate_up_bytes + (shared ? shared_gate_up.size_bytes() : 0))));
+                          t * (k * gate_up.size_bytes() / experts +
+                               (shared ? shared_gate_up.size_bytes() : 0))));
     cuda::moe_decode_gate_up(x, ids, w, act, stream_);
     timed.reset();
     timed.emplace(time_op([] { return std::string("moe decode down+combine"); },
-                          t * (k * (per_expert - gate_up_bytes) +
+                          t * (k * down.size_bytes() / experts +
                                (shared ? shared_down.size_bytes() : 0))));
     cuda::moe_decode_down(ids, weights, w, act, out, stream_);
-    return true;
+    return out;
   }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,
                  std::vector<int32_t>& ids, std::vector<float>& weights) override {

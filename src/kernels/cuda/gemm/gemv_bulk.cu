@@ -70,8 +70,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
       for (int64_t item = 0; item < items; ++item) {
-        const int s = static_cast<int>(item % kStages);
-        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int s = ring_slot_to_fill<kStages>(empty, item);
         const int64_t g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
         const int64_t col0 = c * kChunk;
         const uint32_t bytes = static_cast<uint32_t>((k - col0 < kChunk ? k - col0 : kChunk) * 2);
@@ -96,8 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
   for (int64_t item = 0; item < items; ++item) {
-    const int s = static_cast<int>(item % kStages);
-    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int s = ring_slot_filled<kStages>(full, item);
     const int64_t g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
     const bool valid = tile_row_valid<GATED>(g, warp, n);
     const int64_t col8 = c * (kChunk / 8);

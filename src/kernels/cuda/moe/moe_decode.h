@@ -32,6 +32,10 @@ struct MoeDecodeWeights {
   Tensor gate_up, down, shared_gate_up, shared_down;
 };
 
+// Whether the two launches take this step: x [T, d] with T <= kMoeDecodeMaxTokens, x and the
+// weights BF16, d, I and Is multiples of 8 (the shapes themselves are checked by the launches).
+bool moe_decode_applies(const Tensor& x, const MoeDecodeWeights& w);
+
 // Step 1: x BF16 [T, d], ids I32 [T, top_k] (moe_route's) -> act, BF16 scratch of at least
 // moe_decode_act_elems(...) elements: the shared experts' [T, Is], then the pairs' [T * top_k, I].
 void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w,

@@ -48,8 +48,8 @@ struct Args {
   const bf16* down;            // [E, d, I]
   const bf16* shared_gate_up;  // [2Is, d] or null
   const bf16* shared_down;     // [d, Is] or null
-  bf16* act;                   // [T, Is] (shared), then [T * top_k, I] (routed): gate_up's output
-  const bf16* act_in;          // the same, down's input
+  bf16* act;                   // [T, Is] (shared), then [T * top_k, I] (routed): gate_up writes
+                               // it, down reads it
   bf16* out;                   // [T, d]
   int tokens, top_k, experts, d, inter, shared_inter;  // shared_inter 0: none
 };
@@ -124,8 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
       const int first_routed = shared_groups(a);
       bool waited = false;
       for (int item = 0; item < items; ++item) {
-        const int s = item % kStages;
-        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int s = ring_slot_to_fill<kStages>(empty, item);
         const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
         if (!waited && g >= first_routed) {  // routed weights need the router's ids
           pdl_wait();
@@ -155,8 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
   const bf16* x_held = nullptr;
   float acc = 0.0f;
   for (int item = 0; item < items; ++item) {
-    const int s = item % kStages;
-    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int s = ring_slot_filled<kStages>(full, item);
     const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
     const GateUpGroup grp = gate_up_group(a, g);
     const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
@@ -210,7 +208,7 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
   const int shared_chunks = div_up(a.shared_inter, kChunk);
   if (i < shared_chunks) {
     const int col0 = i * kChunk;
-    return {a.shared_down + col0, a.act_in + static_cast<int64_t>(token) * a.shared_inter + col0,
+    return {a.shared_down + col0, a.act + static_cast<int64_t>(token) * a.shared_inter + col0,
             a.shared_inter, min(a.shared_inter - col0, kChunk), false, 0};
   }
   i -= shared_chunks;
@@ -218,7 +216,7 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
   const int col0 = (i % per_choice) * kChunk, pair = token * a.top_k + choice;
   const int64_t e = expert_of(a, pair);
   return {a.down + e * a.d * a.inter + col0,
-          a.act_in + static_cast<int64_t>(a.tokens) * a.shared_inter +
+          a.act + static_cast<int64_t>(a.tokens) * a.shared_inter +
               static_cast<int64_t>(pair) * a.inter + col0,
           a.inter, min(a.inter - col0, kChunk), true, choice};
 }
@@ -243,8 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
       const uint64_t policy = l2_evict_first_policy();
       bool waited = false;
       for (int item = 0; item < items; ++item) {
-        const int s = item % kStages;
-        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int s = ring_slot_to_fill<kStages>(empty, item);
         const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
         const int token = g / col_groups, col = (g % col_groups) * kRows;
         if (!waited && i >= div_up(a.shared_inter, kChunk)) {  // routed rows need the ids
@@ -268,8 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
   const int row = warp % kRows, first = lane + 32 * (warp / kRows);
   float acc = 0.0f;
   for (int item = 0; item < items; ++item) {
-    const int s = item % kStages;
-    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int s = ring_slot_filled<kStages>(full, item);
     const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
     const int token = g / col_groups, col = (g % col_groups) * kRows + row;
     const DownItem it = down_item(a, token, i);
@@ -279,7 +275,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
       const uint4* xr = reinterpret_cast<const uint4*>(it.x);
       float part = 0.0f;
 #pragma unroll 4
-      for (int q = first; q < it.cols / 8; q += 32 * kSplit) dot8_bf16(tile[q], __ldg(xr + q), part);
+      for (int q = first; q < it.cols / 8; q += 32 * kSplit)
+        dot8_bf16(tile[q], __ldg(xr + q), part);
       acc = fmaf(factor, part, acc);
     }
     mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
@@ -385,8 +382,8 @@ Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tens
               static_cast<const bf16*>(w.down.raw()),
               has_shared ? static_cast<const bf16*>(w.shared_gate_up.raw()) : nullptr,
               has_shared ? static_cast<const bf16*>(w.shared_down.raw()) : nullptr,
-              nullptr,
-              static_cast<const bf16*>(act.raw()),
+              // Written by the gate_up launch only; the down launch takes act as const.
+              static_cast<bf16*>(const_cast<void*>(act.raw())),
               out ? static_cast<bf16*>(out->raw()) : nullptr,
               static_cast<int>(tokens),
               static_cast<int>(top_k),
@@ -398,10 +395,18 @@ Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tens
 
 }  // namespace
 
+bool moe_decode_applies(const Tensor& x, const MoeDecodeWeights& w) {
+  auto bf16 = [](const Tensor& t) { return t.dtype() == DType::kBF16; };
+  const bool shared = w.shared_gate_up.defined();
+  return x.dim() == 2 && x.size(0) <= kMoeDecodeMaxTokens && x.size(1) % 8 == 0 && bf16(x) &&
+         bf16(w.gate_up) && bf16(w.down) && w.down.dim() == 3 && w.down.size(2) % 8 == 0 &&
+         (!shared || (bf16(w.shared_gate_up) && bf16(w.shared_down) && w.shared_down.dim() == 2 &&
+                      w.shared_down.size(1) % 8 == 0));
+}
+
 void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w,
                         Tensor& act, cudaStream_t stream) {
-  Args a = checked_args("moe_decode_gate_up", &x, ids, nullptr, w, act, nullptr);
-  a.act = static_cast<bf16*>(act.raw());
+  const Args a = checked_args("moe_decode_gate_up", &x, ids, nullptr, w, act, nullptr);
   const int64_t groups =
       int64_t{a.tokens} * ((a.shared_inter + kHalf - 1) / kHalf +
                            int64_t{a.top_k} * ((a.inter + kHalf - 1) / kHalf));

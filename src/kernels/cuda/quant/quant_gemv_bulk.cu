@@ -83,8 +83,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
       for (int item = 0; item < items; ++item) {
-        const int s = item % kStages;
-        if (item >= kStages) mbar_wait(&empty[s], static_cast<uint32_t>((item / kStages - 1) & 1));
+        const int s = ring_slot_to_fill<kStages>(empty, item);
         const int tile = blockIdx.x + (item / spt) * gridDim.x;
         const int c0 = (item % spt) * G::kStageChunks;
         const int cnt = min(G::kStageChunks, p.nchunks - c0);
@@ -160,7 +159,6 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   if (items > 0) load_operands(0, cur);
   Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
   for (int item = 0; item < items; ++item) {
-    const int s = item % kStages;
     const int tl = item / spt, st = item % spt;
     const int tile = blockIdx.x + tl * gridDim.x;
     const int cw = st * G::kStageChunks + warp * WC;  // this warp's first chunk of the stage
@@ -168,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
     const auto& xv = cur.xv;
     const auto& ws = cur.ws;
     const auto& wz = cur.wz;
-    mbar_wait(&full[s], static_cast<uint32_t>((item / kStages) & 1));
+    const int s = ring_slot_filled<kStages>(full, item);
     const uint8_t* stage = smem + s * G::kStageBytes;
 #pragma unroll
     for (int u = 0; u < WC; ++u) {

@@ -15,6 +15,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/quant/fp8_gemm_lt.h"
 #include "kernels/cuda/quant/quant_activation.h"
@@ -243,10 +244,7 @@ int g_dec_path = 0, g_dec_kw = 0, g_dec_u = 0;
 
 // KITE_CUDA_QGEMV_BULK=0 keeps M <= 8 off the bulk-copy GEMV in automatic mode (an A/B switch:
 // per-channel FP8/INT8 then take the tensor-core kernel, as before the bulk GEMV).
-const bool g_bulk_auto = [] {
-  const char* v = std::getenv("KITE_CUDA_QGEMV_BULK");
-  return !(v && std::strcmp(v, "0") == 0);
-}();
+const bool g_bulk_auto = !env_switched_off("KITE_CUDA_QGEMV_BULK");
 
 template <int F, typename TOut>
 void launch_fmt(const KParams& p, cudaStream_t stream) {

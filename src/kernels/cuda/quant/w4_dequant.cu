@@ -8,6 +8,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/quant/w4_dequant.h"
+#include "kernels/cuda/stream.h"
 
 namespace kite::cuda {
 namespace {
@@ -57,7 +58,8 @@ void launch_w4_dequant(const uint8_t* codes, const float* scales, const uint8_t*
                        cudaStream_t stream) {
   const int64_t nchunks = k_pad / 64, words = n_pad / 16 * nchunks * 32;
   if (words == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((words + 255) / 256, 132 * 16));
+  const int64_t most = 16 * int64_t{device_properties().multiProcessorCount};  // grid-stride
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((words + 255) / 256, most));
   w4_dequant_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<const uint4*>(codes), scales,
                                                 zeros, n_pad, k_pad, nchunks, chunks_per_group, w);
   KITE_CUDA_CHECK_LAUNCH();

@@ -1,0 +1,15 @@
+// The A/B switches of the CUDA backend (README): a KITE_CUDA_* variable set to "0" turns a
+// route off. Read once by each caller (a static).
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kite::cuda {
+
+inline bool env_switched_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+}  // namespace kite::cuda
