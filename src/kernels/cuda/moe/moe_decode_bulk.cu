@@ -60,6 +60,26 @@ __device__ __forceinline__ uint8_t* tile_row_at(uint8_t* smem, int s, int r) {
 
 __device__ __forceinline__ int div_up(int a, int b) { return (a + b - 1) / b; }
 
+// Both kernels' shared memory after the tiles, its barriers initialised by thread 0 (the caller
+// publishes them with __syncthreads).
+struct RingState {
+  uint64_t* full;
+  uint64_t* empty;
+  float* partial;  // the consumer warps' sums at a group's end
+};
+__device__ __forceinline__ RingState ring_state(uint8_t* smem) {
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
+  if (threadIdx.x == 0) mbar_init_ring(full, full + kStages, kStages, kWarps * 32);
+  return {full, full + kStages, reinterpret_cast<float*>(full + 2 * kStages)};
+}
+
+// This block's work items: groups blockIdx.x, + gridDim.x, ..., each of `per_group` items.
+__device__ __forceinline__ int block_items(int groups, int per_group) {
+  const int mine =
+      static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
+  return mine * per_group;
+}
+
 // An expert id, or 0 for an invalid one (its reads stay in bounds; its token's output is NaN).
 __device__ __forceinline__ int expert_of(const Args& a, int pair) {
   const int e = a.ids[pair];
@@ -106,16 +126,11 @@ __device__ __forceinline__ int64_t gate_up_row(const GateUpGroup& grp, int r) {
 
 __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
-  uint64_t* empty = full + kStages;
-  float* partial = reinterpret_cast<float*>(empty + kStages);
+  const auto [full, empty, partial] = ring_state(smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int groups = shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf);
   const int chunks = div_up(a.d, kChunk);
-  const int my_groups =
-      static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
-  const int items = my_groups * chunks;
-  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kWarps * 32);
+  const int items =
+      block_items(shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf), chunks);
   __syncthreads();
 
   if (warp == kWarps) {
@@ -223,17 +238,11 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
 
 __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
-  uint64_t* empty = full + kStages;
-  float* partial = reinterpret_cast<float*>(empty + kStages);
+  const auto [full, empty, partial] = ring_state(smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col_groups = div_up(a.d, kRows);
-  const int groups = a.tokens * col_groups;
   const int per_group = div_up(a.shared_inter, kChunk) + a.top_k * div_up(a.inter, kChunk);
-  const int my_groups =
-      static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
-  const int items = my_groups * per_group;
-  if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kWarps * 32);
+  const int items = block_items(a.tokens * col_groups, per_group);
   __syncthreads();
 
   if (warp == kWarps) {
