@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -51,6 +52,15 @@ std::vector<MoeCase> moe_cases() {
   cases.push_back({"softmax_norm",
                    60,
                    {MoeScoring::kSoftmax, MoeTopkMethod::kGreedy, 8, 1, 1, true, 1.0f, nullptr}});
+  // Above 256 experts the one-block-per-token kernel routes (the cases above take the
+  // warp-per-token one).
+  cases.push_back({"block_kernel_softmax_greedy",
+                   300,
+                   {MoeScoring::kSoftmax, MoeTopkMethod::kGreedy, 8, 1, 1, true, 1.0f, nullptr}});
+  cases.push_back({"block_kernel_noaux_bias",
+                   512,
+                   {MoeScoring::kSigmoid, MoeTopkMethod::kNoauxTc, 8, 8, 4, true, 2.5f, nullptr},
+                   true});
   return cases;
 }
 
@@ -92,6 +102,42 @@ INSTANTIATE_TEST_SUITE_P(Configs, CudaMoeRoutingTest,
                            return std::get<0>(info.param).name + "_" +
                                   dtype_label(std::get<1>(info.param));
                          });
+
+// Both kernels (64 experts: warp per token; 300: block per token): a row of NaN logits gets
+// expert 0 with NaN weights, and the rows around it are routed as on the CPU.
+TEST(CudaMoeRouting, NanRowGetsExpertZeroWithNanWeights) {
+  auto rng = test_rng();
+  for (const int64_t experts : {64, 300}) {
+    SCOPED_TRACE(experts);
+    const int64_t tokens = 3, k = 6;
+    const ops::MoeRoutingParams params{ops::MoeScoring::kSoftmax, ops::MoeTopkMethod::kGreedy,
+                                       k, 1, 1, true, 1.0f, nullptr};
+    Tensor logits = random_host({tokens, experts}, rng, -4.0f, 4.0f);
+    for (int64_t e = 0; e < experts; ++e) logits.data<float>()[experts + e] = NAN;
+    Tensor ids = device_poisoned({tokens, k}, DType::kI32);
+    Tensor weights = device_poisoned({tokens, k}, DType::kF32);
+    moe_route(upload(logits, DType::kF32), params, ids, weights, test_stream());
+    Tensor got_ids = to_host(ids, test_stream());
+    Tensor got_w = download(weights);
+    for (const int64_t t : {int64_t{0}, int64_t{2}}) {
+      Tensor one = Tensor::from_vector(
+          std::vector<float>(logits.data<float>() + t * experts,
+                             logits.data<float>() + (t + 1) * experts),
+          {1, experts});
+      std::vector<int32_t> ref_ids;
+      std::vector<float> ref_w;
+      ops::moe_route(one, params, ref_ids, ref_w);
+      for (int64_t r = 0; r < k; ++r) {
+        EXPECT_EQ(got_ids.data<int32_t>()[t * k + r], ref_ids[r]) << "row " << t;
+        EXPECT_NEAR(got_w.data<float>()[t * k + r], ref_w[r], 1e-6f) << "row " << t;
+      }
+    }
+    for (int64_t r = 0; r < k; ++r) {
+      EXPECT_EQ(got_ids.data<int32_t>()[k + r], 0);
+      EXPECT_TRUE(std::isnan(got_w.data<float>()[k + r]));
+    }
+  }
+}
 
 TEST(CudaMoeRouting, RejectsBadParams) {
   Tensor logits = device_empty({2, 64}, DType::kF32);

@@ -178,6 +178,10 @@ void run_decode(QuantFormat format) {
     c.dec_u = 0;
     c.dec_path = 3;
     run_case(c, rng);
+    if (m <= 2) {  // path 3 quantized FP8 / INT8 activations in-block; 4 in a kernel before
+      c.dec_path = 4;
+      run_case(c, rng);
+    }
     if (m == 1 || m == 8) {  // and on the tensor-core kernel
       c.dec_path = 1;
       run_case(c, rng);
@@ -194,6 +198,10 @@ void run_decode(QuantFormat format) {
     Case c{format, m, n, k, m % 2 == 1, false, false, m % 3 == 0 ? DType::kBF16 : DType::kF32};
     c.dec_path = 3;
     run_case(c, rng);
+    if (m <= 2) {
+      c.dec_path = 4;
+      run_case(c, rng);
+    }
     m = m % 8 + 3;
   }
 }
@@ -238,6 +246,44 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
         std::printf("  decode / bulk vs tensor-core %s M=%ld rel diff %.3g / %.3g\n",
                     std::string(quant_format_name(f)).c_str(), m, err, err_bulk);
     }
+}
+
+// The bulk GEMV's in-block activation quantization (M <= 2, FP8 / INT8 per channel) gives the
+// separate kernel's codes and scales, so the same output bit for bit: with and without
+// input_scale, K a multiple of 64 or not, both output dtypes.
+TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
+  auto rng = test_rng();
+  for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel})
+    for (int64_t m : {1, 2})
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1000}, {512, 14336}})
+        for (bool smooth : {false, true}) {
+          Tensor w = random_host({n, k}, rng, -0.05f, 0.05f);
+          QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
+                                                                : quantize_fp8_per_channel(w);
+          if (smooth) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
+          const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+          Tensor x = random_host({m, k}, rng);
+          x.data<float>()[k / 3] = 9.0f;  // an outlier sets the scale
+          round_to(x, DType::kBF16);
+          const Tensor dx = upload(x, DType::kBF16);
+          DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+          for (DType out : {DType::kF32, DType::kBF16}) {
+            Tensor y3 = device_poisoned({m, n}, out), y4 = device_poisoned({m, n}, out);
+            set_quant_decode_override(3);
+            quantized_linear(blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(),
+                             test_stream());
+            set_quant_decode_override(4);
+            quantized_linear(blas(), dx, dw, nullptr, y4, ws.data(), ws.size_bytes(),
+                             test_stream());
+            set_quant_decode_override(0);
+            const Tensor a = download(y3), b = download(y4);
+            int64_t differ = 0;
+            for (int64_t i = 0; i < m * n; ++i)
+              differ += !(a.data<float>()[i] == b.data<float>()[i]);  // NaN differs too
+            EXPECT_EQ(differ, 0) << quant_format_name(f) << " M=" << m << " N=" << n
+                                 << " K=" << k << (smooth ? " input_scale" : "");
+          }
+        }
 }
 
 // Split outputs (q / k / v of one stacked weight): every format, the decode, tensor-core and

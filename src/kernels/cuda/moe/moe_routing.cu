@@ -1,7 +1,9 @@
-// MoE router, one block per token: scores (softmax or sigmoid), optional group limiting
-// (DeepSeek-V2 max-of-group, DeepSeek-V3 sum-of-best-two with the correction bias), then top_k
-// by repeated block-wide argmax. Every comparison is (value descending, expert id ascending),
-// the order of the CPU op, so the same experts come out in the same order.
+// MoE router: scores (softmax or sigmoid), optional group limiting (DeepSeek-V2 max-of-group,
+// DeepSeek-V3 sum-of-best-two with the correction bias), then top_k by repeated argmax. Every
+// comparison is (value descending, expert id ascending), the order of the CPU op, so the same
+// experts come out in the same order. Up to 256 experts (every DeepSeek model) one warp routes
+// a token with shuffles only; beyond, one block per token with block-wide reductions (its ~25
+// block barriers made it a 6.5 us kernel at DeepSeek-V2-Lite's 64 experts, batch 1).
 #include <climits>
 #include <string>
 
@@ -17,6 +19,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxExperts = 4096;
 constexpr int kMaxGroups = 64;
+constexpr int kWarpExperts = 256;  // the warp-per-token kernel's limit
+constexpr int kWarpTokens = 4;     // tokens (warps) per block of the warp kernel
 
 struct RouteParams {
   int num_experts, top_k, n_group, topk_group;
@@ -153,6 +157,129 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One warp per token, lane l holding experts l, l + 32, ...: the block kernel's arithmetic (the
+// softmax's max and sum are reduced in another order, so weights may differ in the last bit;
+// the group scores and choices are computed exactly as there).
+template <typename T>
+__global__ void __launch_bounds__(32 * kWarpTokens)
+    moe_route_warp_kernel(const T* __restrict__ logits, const RouteParams p, int64_t tokens,
+                          int32_t* __restrict__ ids, float* __restrict__ weights) {
+  constexpr int V = kWarpExperts / 32;
+  __shared__ float sm_scores[kWarpTokens][kWarpExperts];
+  __shared__ float sm_choice[kWarpTokens][kWarpExperts];
+  __shared__ float sm_group[kWarpTokens][kMaxGroups];
+  __shared__ bool sm_keep[kWarpTokens][kMaxGroups];
+  pdl_wait();  // launched early (PDL), as the block kernel
+  pdl_trigger();
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t tok = int64_t{blockIdx.x} * kWarpTokens + w;
+  if (tok >= tokens) return;
+  const int E = p.num_experts;
+  const T* row = logits + tok * E;
+  float* scores = sm_scores[w];
+  float* choice = sm_choice[w];
+  float s[V];
+  float local_max = -INFINITY;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int e = lane + 32 * v;
+    s[v] = e < E ? to_float(row[e]) : -INFINITY;
+    local_max = fmaxf(local_max, s[v]);
+  }
+  if (p.sigmoid) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) s[v] = 1.0f / (1.0f + expf(-s[v]));
+  } else {
+    const float m = warp_max(local_max);
+    float local_sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      s[v] = lane + 32 * v < E ? expf(s[v] - m) : 0.0f;
+      local_sum += s[v];
+    }
+    const float inv = 1.0f / warp_sum(local_sum);
+#pragma unroll
+    for (int v = 0; v < V; ++v) s[v] *= inv;
+  }
+  float c[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int e = lane + 32 * v;
+    c[v] = s[v] + (p.noaux && p.bias && e < E ? p.bias[e] : 0.0f);
+    if (e < E) scores[e] = s[v], choice[e] = c[v];
+  }
+  __syncwarp();
+
+  if (p.group_limited || p.noaux) {
+    const int group_size = E / p.n_group;
+    for (int g = lane; g < p.n_group; g += 32) {
+      const float* cg = choice + g * group_size;
+      float best1 = -INFINITY, best2 = -INFINITY;
+      for (int i = 0; i < group_size; ++i) {
+        if (cg[i] > best1) {
+          best2 = best1;
+          best1 = cg[i];
+        } else if (cg[i] > best2) {
+          best2 = cg[i];
+        }
+      }
+      sm_group[w][g] = p.noaux ? (group_size >= 2 ? best1 + best2 : best1) : best1;
+    }
+    __syncwarp();
+    if (lane == 0) {
+      bool* keep = sm_keep[w];
+      const float* gs = sm_group[w];
+      for (int g = 0; g < p.n_group; ++g) keep[g] = false;
+      for (int r = 0; r < p.topk_group; ++r) {
+        int best = -1;
+        for (int g = 0; g < p.n_group; ++g)
+          if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+        keep[best] = true;
+      }
+    }
+    __syncwarp();
+    const float masked = p.noaux ? -INFINITY : 0.0f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int e = lane + 32 * v;
+      if (e < E && !sm_keep[w][e / group_size]) c[v] = masked, choice[e] = masked;
+    }
+    __syncwarp();
+  }
+
+  // top_k rounds of a warp argmax; lane r keeps the r-th choice.
+  uint32_t taken = 0;  // bit v: expert lane + 32 v was chosen
+  int mine = -1;
+  for (int r = 0; r < p.top_k; ++r) {
+    float best_v = -INFINITY;
+    int best_i = INT_MAX;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int e = lane + 32 * v;
+      if (e < E && !(taken >> v & 1u) && better(c[v], e, best_v, best_i)) best_v = c[v], best_i = e;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best_v, offset);
+      const int oi = __shfl_xor_sync(0xffffffffu, best_i, offset);
+      if (better(ov, oi, best_v, best_i)) best_v = ov, best_i = oi;
+    }
+    if (best_i != INT_MAX && best_i % 32 == lane) taken |= 1u << (best_i / 32);
+    if (lane == r) mine = best_i == INT_MAX ? -1 : best_i;
+  }
+  const float my_w =
+      lane < p.top_k ? (mine < 0 ? __int_as_float(0x7fffffff) : (p.noaux ? scores : choice)[mine])
+                     : 0.0f;
+  float sum = 0.0f;  // in choice order, as the block kernel
+  for (int r = 0; r < p.top_k; ++r) sum += __shfl_sync(0xffffffffu, my_w, r);
+  if (lane < p.top_k) {
+    float out_w = my_w;
+    if (p.norm_topk_prob) out_w /= sum + 1e-20f;
+    out_w *= p.routed_scaling_factor;
+    ids[tok * p.top_k + lane] = mine < 0 ? 0 : mine;
+    weights[tok * p.top_k + lane] = out_w;
+  }
+}
+
 }  // namespace
 
 void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params, Tensor& expert_ids,
@@ -208,6 +335,17 @@ void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
   const size_t smem = static_cast<size_t>(E) * (2 * sizeof(float) + sizeof(bool));
   auto* ids = static_cast<int32_t*>(expert_ids.raw());
   auto* w = static_cast<float*>(expert_weights.raw());
+  if (E <= kWarpExperts) {
+    const dim3 grid(static_cast<unsigned>((tokens + kWarpTokens - 1) / kWarpTokens));
+    if (router_logits.dtype() == DType::kF32)
+      launch_pdl(moe_route_warp_kernel<float>, grid, 32 * kWarpTokens, 0, stream,
+                 static_cast<const float*>(router_logits.raw()), p, tokens, ids, w);
+    else
+      launch_pdl(moe_route_warp_kernel<bf16>, grid, 32 * kWarpTokens, 0, stream,
+                 static_cast<const bf16*>(router_logits.raw()), p, tokens, ids, w);
+    KITE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const auto grid = static_cast<unsigned>(tokens);
   if (router_logits.dtype() == DType::kF32) {
     launch_pdl(moe_route_kernel<float>, dim3(grid), kThreads, smem, stream,

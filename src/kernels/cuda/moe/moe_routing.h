@@ -11,7 +11,8 @@ namespace kite::cuda {
 // router_logits F32 or BF16 [T, E] (E <= 4096) -> expert_ids I32 [T, top_k] and
 // expert_weights F32 [T, top_k], in descending choice order, lower expert id first on ties.
 // params as for ops::moe_route; params.correction_bias, when set, is a device F32 [E] tensor.
-// One block per token. A row whose logits are all NaN gets expert 0 with a NaN weight.
+// One warp per token up to 256 experts, else one block. A row whose logits are all NaN gets
+// expert 0 with a NaN weight.
 void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params, Tensor& expert_ids,
                Tensor& expert_weights, cudaStream_t stream);
 

@@ -10,16 +10,13 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/quant/quant_activation.h"
 #include "kernels/cuda/quant/quant_geometry.h"
+#include "kernels/cuda/quant/quant_kernel.cuh"
 
 namespace kite::cuda {
 namespace {
 
 using namespace quant_detail;
 
-// x * input_scale[i] as the CPU reference rounds it, or x without an input_scale.
-__device__ __forceinline__ float input_scaled(float v, const float* __restrict__ is, int64_t i) {
-  return is ? __fmul_rn(v, is[i]) : v;
-}
 
 // W4A16: xp[r, j] = bf16(x[r, perm[j]] * input_scale[perm[j]]) for j < K, 0 up to ldq.
 __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq,
@@ -33,16 +30,6 @@ __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ld
       v = input_scaled(__bfloat162float(x[r * k + src]), is, src);
     }
     xp[r * ldq + j] = __float2bfloat16_rn(v);
-  }
-}
-
-template <bool kInt8>
-__device__ __forceinline__ uint8_t encode8(float v) {
-  if constexpr (kInt8) {
-    const int q = max(-127, min(127, __float2int_rn(v)));
-    return static_cast<uint8_t>(static_cast<int8_t>(q));
-  } else {
-    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
   }
 }
 

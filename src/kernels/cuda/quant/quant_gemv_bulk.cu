@@ -42,6 +42,49 @@ constexpr int kW4Pieces = 4;
 // 32 chunks (2,048 input channels) per stage: W4 stages are 16 KB, 8-bit stages 16 row copies
 // of 2 KB (with 16-chunk stages, 1 KB row copies, FP8 streamed at ~2.1 TB/s against ~2.7-2.9
 // with these; BENCHMARKS.md, run 6).
+// The consumers' in-block activation quantization (KParams::xq_src), the act_quant_token
+// kernel's arithmetic (quant_activation.cu) so the codes and scales are bit-identical: per row,
+// amax over all K (a max, so the order of the reduction does not matter), s = amax / qmax,
+// codes of v / s into xq [m, kpad] (zeros past k_real), s into xs [m]. Saves the separate
+// single-block quantization kernel before each FP8 / INT8 decode GEMV.
+template <bool kInt8>
+__device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t* xq, float* xs,
+                                        float* scratch) {
+  constexpr int kN = kWarps * 32;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int r = 0; r < p.m; ++r) {
+    const bf16* xr = p.xq_src + static_cast<int64_t>(r) * p.k_real;
+    float amax = 0.0f;
+    for (int64_t i = tid * 8; i < p.k_real; i += kN * 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + i));
+      const bf16* e = reinterpret_cast<const bf16*>(&v);
+#pragma unroll
+      for (int h = 0; h < 8; ++h)
+        amax = fmaxf(amax, fabsf(input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h)));
+    }
+    amax = warp_max(amax);
+    if (lane == 0) scratch[warp] = amax;
+    consumers_sync(kN);
+    amax = warp_max(scratch[lane % kWarps]);
+    const float s = amax > 0.0f ? __fdiv_rn(amax, kInt8 ? 127.0f : 448.0f) : 1.0f;
+    for (int64_t i = tid * 8; i < kpad; i += kN * 8) {
+      uint32_t c[2] = {0, 0};
+      if (i < p.k_real) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + i));
+        const bf16* e = reinterpret_cast<const bf16*>(&v);
+#pragma unroll
+        for (int h = 0; h < 8; ++h) {
+          const float f = input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h);
+          c[h / 4] |= static_cast<uint32_t>(encode8<kInt8>(__fdiv_rn(f, s))) << (8 * (h % 4));
+        }
+      }
+      *reinterpret_cast<uint2*>(xq + r * kpad + i) = make_uint2(c[0], c[1]);
+    }
+    if (tid == 0) xs[r] = s;
+    consumers_sync(kN);  // the codes and xs are published; scratch may be reused
+  }
+}
+
 template <int F>
 struct Geometry {
   static constexpr bool kW4F = F == kW4;
@@ -56,7 +99,10 @@ struct Geometry {
       kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
 };
 
-template <int F, typename TOut>
+// FQ: the consumers quantize the activations in-block (KParams::xq_src, 8-bit formats). A
+// separate instantiation, so the plain kernel keeps its code and its shared-memory size (with
+// one kernel for both, the plain FP8 path ran Llama-3-8B batch-1 decode 5 % slower).
+template <int F, typename TOut, bool FQ>
 __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p) {
   using G = Geometry<F>;
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
@@ -112,6 +158,12 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   pdl_trigger();
   const int g = lane >> 2, t = lane & 3;
   const bool tok_ok = g < p.m;  // this lane's B-fragment token
+  // In-block quantization (8-bit formats): codes [m, kpad], then scales, then a reduction's
+  // scratch, after the ring's shared memory.
+  static_assert(!FQ || F == kFp8Ch || F == kI8Ch, "in-block quantization is for 8-bit codes");
+  uint8_t* xq = smem + G::kSmemBytes;
+  float* xq_scale = reinterpret_cast<float*>(xq + p.m * kpad);
+  if constexpr (FQ) quantize_rows_into_smem<F == kI8Ch>(p, kpad, xq, xq_scale, xq_scale + 8);
   // What a stage's MMAs need besides the stage itself: activations, W4 scales and zeros. They
   // are loaded one item ahead (their L2 latency is most of a stage's time budget at the read
   // roofline, so loading them after the stage lands stalls the ring).
@@ -135,6 +187,8 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
                                                            c * kChunk + 16 * t);
           o.xv[u][0] = __ldg(xp);
           o.xv[u][1] = __ldg(xp + 1);
+        } else if constexpr (FQ) {
+          o.xv[u][0] = *reinterpret_cast<const uint4*>(xq + g * kpad + c * kChunk + 16 * t);
         } else {
           o.xv[u][0] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) +
                                                             static_cast<int64_t>(g) * p.ldx +
@@ -217,7 +271,12 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         for (int w = 0; w < kWarps; ++w) sum += rb[(w * 4 + i) * 32 + l];
         const int row = tile * kTileRows + (l >> 2) + (i >= 2 ? 8 : 0);
         const int tok = 2 * (l & 3) + (i & 1);
-        if (row < p.n && tok < p.m) finish_output<F, TOut>(p, tok, row, static_cast<float>(sum));
+        if (row < p.n && tok < p.m) {
+          if constexpr (FQ)
+            finish_output<F, TOut>(p, tok, row, static_cast<float>(sum), xq_scale[tok]);
+          else
+            finish_output<F, TOut>(p, tok, row, static_cast<float>(sum));
+        }
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] = Acc(0);
@@ -232,17 +291,33 @@ template <int F, typename TOut>
 void launch_qgemv_bulk(const KParams& p, cudaStream_t stream) {
   static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
   using G = Geometry<F>;
+  // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
+  constexpr int kFusedExtra = 8 * 4 + kWarps * 4;
+  constexpr bool kCanFuse = F == kFp8Ch || F == kI8Ch;
   static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          G::kSmemBytes));
+    if constexpr (kCanFuse)
+      KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           G::kSmemBytes + kFusedQuantMaxBytes + kFusedExtra));
     return true;
   }();
   (void)ready;
   const int tiles = p.n_pad / kTileRows;
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
-  launch_pdl(qgemv_bulk_kernel<F, TOut>, grid, kThreads, G::kSmemBytes, stream, p);
+  if constexpr (kCanFuse) {
+    if (p.xq_src) {
+      const size_t smem =
+          G::kSmemBytes + static_cast<size_t>(p.m) * p.nchunks * kChunk + kFusedExtra;
+      launch_pdl(qgemv_bulk_kernel<F, TOut, true>, grid, kThreads, smem, stream, p);
+      KITE_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  launch_pdl(qgemv_bulk_kernel<F, TOut, false>, grid, kThreads, G::kSmemBytes, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

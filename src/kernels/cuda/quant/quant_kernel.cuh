@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -52,6 +53,25 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Activation encoding, shared by the activation kernels (quant_activation.cu) and the bulk
+// GEMV's in-block quantization (quant_gemv_bulk.cu), so both give the CPU op's codes.
+
+// x * input_scale[i] as the CPU reference rounds it, or x without an input_scale.
+__device__ __forceinline__ float input_scaled(float v, const float* __restrict__ is, int64_t i) {
+  return is ? __fmul_rn(v, is[i]) : v;
+}
+
+template <bool kInt8>
+__device__ __forceinline__ uint8_t encode8(float v) {
+  if constexpr (kInt8) {
+    const int q = max(-127, min(127, __float2int_rn(v)));
+    return static_cast<uint8_t>(static_cast<int8_t>(q));
+  } else {
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Kernel parameters (one struct for every quantized kernel) and the output store.
 
 struct KParams {
@@ -74,6 +94,11 @@ struct KParams {
   void* seg_y[4];
   int seg_begin[5];
   int seg_count;
+  // The bulk GEMV's in-block activation quantization (8-bit per channel, M <= 2): when set,
+  // each block quantizes these BF16 rows [m, k_real] itself (x and xscale are not read).
+  const bf16* xq_src;
+  const float* xq_in_scale;  // input_scale or null
+  int k_real;
 };
 
 template <typename TOut>
@@ -91,17 +116,30 @@ __device__ __forceinline__ void store_y(const KParams& p, int tok, int row, floa
 
 // The epilogue every quantized kernel ends in: the per-channel formats' row (token) x column
 // (output feature) scales, the bias, the store. v is the accumulated dot product.
+// xs: the token's activation scale (the per-channel formats; unused by the others).
 template <int F, typename TOut>
-__device__ __forceinline__ void finish_output(const KParams& p, int tok, int row, float v) {
-  if constexpr (F == kFp8Ch || F == kI8Ch) v = v * __ldg(p.xscale + tok) * __ldg(p.wscale + row);
+__device__ __forceinline__ void finish_output(const KParams& p, int tok, int row, float v,
+                                              float xs) {
+  if constexpr (F == kFp8Ch || F == kI8Ch) v = v * xs * __ldg(p.wscale + row);
   if (p.bias)
     v += p.bias_bf16 ? __bfloat162float(static_cast<const bf16*>(p.bias)[row])
                      : static_cast<const float*>(p.bias)[row];
   store_y<TOut>(p, tok, row, v);
 }
+template <int F, typename TOut>
+__device__ __forceinline__ void finish_output(const KParams& p, int tok, int row, float v) {
+  float xs = 1.0f;
+  if constexpr (F == kFp8Ch || F == kI8Ch) xs = __ldg(p.xscale + tok);
+  finish_output<F, TOut>(p, tok, row, v, xs);
+}
 
 // The bulk-copy decode GEMV (quant_gemv_bulk.cu) for M <= 8: kW4, kFp8Ch and kI8Ch.
 template <int F, typename TOut>
 void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);
+
+// Its in-block activation quantization (KParams::xq_src): at most this many rows, and rows x
+// padded K codes of at most this many bytes (shared memory beside the ring).
+constexpr int kFusedQuantRows = 2;
+constexpr int kFusedQuantMaxBytes = 64 * 1024;
 
 }  // namespace kite::cuda::quant_detail

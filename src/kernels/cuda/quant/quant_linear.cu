@@ -246,19 +246,35 @@ int g_dec_path = 0, g_dec_kw = 0, g_dec_u = 0;
 // per-channel FP8/INT8 then take the tensor-core kernel, as before the bulk GEMV).
 const bool g_bulk_auto = !env_switched_off("KITE_CUDA_QGEMV_BULK");
 
+// KITE_CUDA_QGEMV_FUSED_QUANT=0 keeps the separate activation-quantization kernel in front of
+// the bulk GEMV at M <= 2 (an A/B switch).
+const bool g_fused_quant_auto = !env_switched_off("KITE_CUDA_QGEMV_FUSED_QUANT");
+
+// M <= 8: the bulk-copy GEMV (quant_gemv_bulk.cu) for per-channel FP8/INT8 (Llama-3-8B FP8
+// batch-1 decode 3.29 against 3.59 ms on the tensor-core kernel); W4A16 and FP8 block on the
+// decode kernel (W4A16 on the bulk GEMV measured 3.50 against 2.96 ms: its consumers, not the
+// copies, are the limit; BENCHMARKS.md, run 6). Paths 3 and 4 force the bulk GEMV for W4A16 too.
+bool takes_bulk(Fmt f, int64_t m) {
+  if (m > 8 || f == kFp8Blk) return false;
+  return g_dec_path == 3 || g_dec_path == 4 ||
+         (g_dec_path == 0 && (f == kFp8Ch || f == kI8Ch) && g_bulk_auto);
+}
+
+// Whether the bulk GEMV quantizes the activations itself (KParams::xq_src; path 4 and the
+// switch above keep the separate kernel).
+bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
+  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 &&
+         g_fused_quant_auto && m <= kFusedQuantRows && k % 8 == 0 &&
+         m * kpad <= kFusedQuantMaxBytes;
+}
+
 template <int F, typename TOut>
 void launch_fmt(const KParams& p, cudaStream_t stream) {
-  // M <= 8: the bulk-copy GEMV (quant_gemv_bulk.cu) for per-channel FP8/INT8 (Llama-3-8B FP8
-  // batch-1 decode 3.29 against 3.59 ms on the tensor-core kernel); W4A16 and FP8 block on the
-  // decode kernel (W4A16 on the bulk GEMV measured 3.50 against 2.96 ms: its consumers, not the
-  // copies, are the limit; BENCHMARKS.md, run 6). Path 3 forces the bulk GEMV for W4A16 too.
   constexpr bool kBulk = F == kW4 || F == kFp8Ch || F == kI8Ch;
-  constexpr bool kBulkDefault = F == kFp8Ch || F == kI8Ch;
-  constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
   if constexpr (kBulk) {
-    if (p.m <= 8 && (g_dec_path == 3 || (g_dec_path == 0 && kBulkDefault && g_bulk_auto)))
-      return launch_qgemv_bulk<F, TOut>(p, stream);
+    if (takes_bulk(static_cast<Fmt>(F), p.m)) return launch_qgemv_bulk<F, TOut>(p, stream);
   }
+  constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
   if (p.m <= 8 && (g_dec_path >= 2 || (g_dec_path == 0 && kDecodeDefault)))
     launch_decode<F, TOut>(p, stream);
   else if (p.m <= 8)
@@ -621,6 +637,10 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       p.chunks_per_group = static_cast<int>(w.block_cols / kChunk);
       p.scale_cols = static_cast<int>(groups);
       launch_act_quant_group(xb, m, k, kp, w.block_cols, groups, is, q, sx, stream);
+    } else if (fuses_act_quant(f, m, k, kp)) {
+      p.xq_src = xb;
+      p.xq_in_scale = is;
+      p.k_real = static_cast<int>(k);
     } else {
       launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, q, sx, stream);
     }

@@ -120,7 +120,9 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 // bulk-copy GEMV for the per-channel formats, the decode kernel for kInt4Group and kFp8Block;
 // KITE_CUDA_QGEMV_BULK=0 gives the per-channel formats back to the tensor-core kernel),
 // 1 = M <= 8 always on the tensor-core kernel, 2 = always on the decode kernel, 3 = on the
-// bulk GEMV (the decode kernel for kFp8Block); kw > 0
+// bulk GEMV (the decode kernel for kFp8Block), which at M <= 2 quantizes FP8 / INT8
+// activations itself (KITE_CUDA_QGEMV_FUSED_QUANT=0: a separate kernel does), 4 = as 3 but
+// always with the separate activation kernel; kw > 0
 // forces the decode kernel's warps per 16-row tile (at most 16), u = 2 or 4 its chunks in flight
 // per warp (0: 4, FP8 block 2).
 void set_quant_decode_override(int path, int kw = 0, int u = 0);
