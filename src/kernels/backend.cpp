@@ -92,6 +92,13 @@ void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& ou
   silu_mul(both, out);
 }
 
+void Backend::quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
+                                        const void* prepared, Tensor& out) {
+  Tensor both = empty({out.numel() / out.size(-1), 2 * out.size(-1)}, out.dtype());
+  quantized_linear(x, host, prepared, nullptr, both);
+  silu_mul(both, out);
+}
+
 void Backend::moe_experts(const Tensor&, const Tensor&, const ops::MoeRoutingParams&, const Tensor&,
                           const Tensor&, Tensor&) {
   throw std::logic_error(name() + " backend: MoE runs per expert (layers/moe) on this backend");

@@ -144,6 +144,11 @@ class Backend {
   // input, no bias). The default runs linear() then silu_mul(); the CUDA backend's decode GEMV
   // does both in one pass.
   virtual void linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& out);
+  // The same for a quantized stacked [gate; up] weight (host / prepared as for
+  // quantized_linear). The default runs quantized_linear() then silu_mul(); the CUDA backend's
+  // FP8 / INT8 decode GEMV does both in one pass.
+  virtual void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
+                                         const void* prepared, Tensor& out);
   // out[t] = table[step token t].
   virtual void embedding(const Tensor& table, Tensor& out) = 0;
   // The attention input step, with the step's cos/sin and slots: rotates q's dims

@@ -22,10 +22,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -284,6 +286,69 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
                                  << " K=" << k << (smooth ? " input_scale" : "");
           }
         }
+}
+
+// The gated FP8 / INT8 GEMV (a gated MLP's [gate; up] weight, silu(gate) * up in the same
+// launch) against the plain quantized linear's F32 output put through silu * up on the host:
+// the same sums, so only the final BF16 rounding differs (bound 5e-3). M from 3 (below, the
+// GEMV quantizes in-block and the gated form is not taken) to 8; with and without input_scale.
+TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
+  auto rng = test_rng();
+  for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel})
+    for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{256, 512}, {1408, 1000}})
+      for (int64_t m : {3, 4, 8}) {
+        Tensor w = random_host({2 * inter, k}, rng, -0.05f, 0.05f);
+        QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
+                                                              : quantize_fp8_per_channel(w);
+        if (m % 2 == 0) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
+        const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+        ASSERT_TRUE(quantized_silu_mul_applies(dw, m));
+        Tensor x = random_host({m, k}, rng, -2.0f, 2.0f);
+        round_to(x, DType::kBF16);
+        const Tensor dx = upload(x, DType::kBF16);
+        DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+        Tensor both = device_poisoned({m, 2 * inter}, DType::kF32);
+        Tensor out = device_poisoned({m, inter}, DType::kBF16);
+        quantized_linear(blas(), dx, dw, nullptr, both, ws.data(), ws.size_bytes(), test_stream());
+        quantized_linear_silu_mul(dx, dw, out, ws.data(), ws.size_bytes(), test_stream());
+        const Tensor y = download(both);
+        Tensor ref = Tensor::empty({m, inter});
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t i = 0; i < inter; ++i) {
+            const float g = y.data<float>()[r * 2 * inter + i];
+            const float u = y.data<float>()[r * 2 * inter + inter + i];
+            ref.data<float>()[r * inter + i] = g / (1.0f + std::exp(-g)) * u;
+          }
+        EXPECT_LE(rel_error(download(out), ref), 5e-3)
+            << quant_format_name(f) << " M=" << m << " I=" << inter << " K=" << k;
+      }
+}
+
+// Where the gated GEMV does not apply, it says so and the op refuses: FP8 block and INT4
+// weights, fewer than 3 or more than 8 rows, I not a multiple of 8.
+TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
+  auto rng = test_rng();
+  const int64_t k = 256;
+  const DeviceQuantizedWeight fp8 =
+      upload_quantized(quantize_fp8_per_channel(random_host({512, k}, rng)), test_stream());
+  const DeviceQuantizedWeight odd =
+      upload_quantized(quantize_fp8_per_channel(random_host({2 * 100, k}, rng)), test_stream());
+  const DeviceQuantizedWeight blk =
+      upload_quantized(quantize_fp8_block(random_host({512, k}, rng), 128, 128), test_stream());
+  const DeviceQuantizedWeight w4 =
+      upload_quantized(quantize_int4_group(random_host({512, k}, rng), 128), test_stream());
+  EXPECT_TRUE(quantized_silu_mul_applies(fp8, 8));
+  EXPECT_TRUE(quantized_silu_mul_applies(fp8, 3));
+  EXPECT_FALSE(quantized_silu_mul_applies(fp8, 2));
+  EXPECT_FALSE(quantized_silu_mul_applies(fp8, 9));
+  EXPECT_FALSE(quantized_silu_mul_applies(odd, 4));
+  EXPECT_FALSE(quantized_silu_mul_applies(blk, 4));
+  EXPECT_FALSE(quantized_silu_mul_applies(w4, 4));
+  const Tensor x = device_empty({9, k}, DType::kBF16);
+  Tensor out = device_empty({9, 256}, DType::kBF16);
+  DeviceBuffer ws(quantized_linear_workspace_bytes(fp8, 9));
+  EXPECT_THROW(quantized_linear_silu_mul(x, fp8, out, ws.data(), ws.size_bytes(), test_stream()),
+               std::invalid_argument);
 }
 
 // Split outputs (q / k / v of one stacked weight): every format, the decode, tensor-core and

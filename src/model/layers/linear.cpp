@@ -138,8 +138,12 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
 
 Tensor Linear::silu_mul(Backend& be, const Tensor& x) const {
   Tensor act = be.empty({x.size(0), out_features() / 2});
-  if (quantized() || bias.defined() || active_recorder()) {
+  if (bias.defined() || active_recorder()) {
     be.silu_mul((*this)(be, x), act);
+    return act;
+  }
+  if (quantized()) {
+    be.quantized_linear_silu_mul(x, quant.get(), prepared.get(), act);
     return act;
   }
   be.linear_silu_mul(x, weight, act);

@@ -251,6 +251,26 @@ class CudaBackend final : public Backend {
     cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_);
     arena_.rewind(before);  // the workspace lives only inside this op
   }
+  void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
+                                 const void* prepared, Tensor& out) override {
+    if (replaying()) return;
+    if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
+    const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
+    const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
+    if (!quantized_silu_mul_applies(w, m) || out.dtype() != DType::kBF16)
+      return Backend::quantized_linear_silu_mul(x, host, prepared, out);
+    TimedOp timed = time_op(
+        [&] {
+          return "qlinear " + std::string(quant_format_name(w.format)) + " " +
+                 dims({m, w.out_features, w.in_features}) + " silu_mul";
+        },
+        w.storage_bytes());
+    const size_t bytes = quantized_linear_workspace_bytes(w, m);
+    const ScratchArena::Mark before = arena_.mark();
+    void* ws = arena_.allocate(bytes);  // step scratch: graph-safe
+    cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_);
+    arena_.rewind(before);
+  }
   void linear_split(const Tensor& x, const Tensor& w, const Tensor* bias,
                     std::span<Tensor* const> outs) override {
     if (replaying()) return;

@@ -102,7 +102,10 @@ struct Geometry {
 // FQ: the consumers quantize the activations in-block (KParams::xq_src, 8-bit formats). A
 // separate instantiation, so the plain kernel keeps its code and its shared-memory size (with
 // one kernel for both, the plain FP8 path ran Llama-3-8B batch-1 decode 5 % slower).
-template <int F, typename TOut, bool FQ>
+// GATED (8-bit formats, BF16 out): the weight is a gated MLP's stacked [gate; up] [2n, K]; a
+// tile is the gate rows of features 8t .. 8t + 7 above their up rows (n % 8 == 0), and y
+// [m, n] = silu(gate) * up, computed from the fp32 sums, so no silu_mul launch follows.
+template <int F, typename TOut, bool FQ, bool GATED>
 __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p) {
   using G = Geometry<F>;
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
@@ -115,7 +118,9 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   uint64_t* empty = full + kStages;
   Acc* red = reinterpret_cast<Acc*>(empty + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int tiles = p.n_pad / kTileRows;
+  static_assert(!GATED || F == kFp8Ch || F == kI8Ch, "gated tiles are for 8-bit codes");
+  static_assert(!(GATED && FQ), "the gated GEMV runs from 3 rows, above in-block quantization");
+  const int tiles = GATED ? p.n / (kTileRows / 2) : p.n_pad / kTileRows;
   const int spt = (p.nchunks + G::kStageChunks - 1) / G::kStageChunks;  // stages per tile
   const int my_tiles =
       static_cast<int>(blockIdx.x) < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
@@ -146,8 +151,15 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
           const uint32_t bytes = static_cast<uint32_t>(cnt) * kChunk;
           mbar_arrive_expect_tx(&full[s], bytes * kTileRows);
           const uint8_t* src = p.codes + static_cast<int64_t>(tile) * kTileRows * kpad + c0 * kChunk;
-          for (int r = 0; r < kTileRows; ++r)
-            bulk_copy_g2s(dst + r * G::kRowPitch, src + r * kpad, bytes, &full[s], policy);
+          for (int r = 0; r < kTileRows; ++r) {
+            const uint8_t* row_src = src + r * kpad;
+            if constexpr (GATED) {  // gate row 8 tile + r, or up row n + 8 tile + r - 8
+              constexpr int kHalf = kTileRows / 2;
+              const int64_t wrow = r < kHalf ? tile * kHalf + r : p.n + tile * kHalf + r - kHalf;
+              row_src = p.codes + wrow * kpad + c0 * kChunk;
+            }
+            bulk_copy_g2s(dst + r * G::kRowPitch, row_src, bytes, &full[s], policy);
+          }
         }
       }
     }
@@ -264,7 +276,33 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
 #pragma unroll
       for (int i = 0; i < 4; ++i) rb[(warp * 4 + i) * 32 + lane] = acc[i];
       consumers_sync(kWarps * 32);
-      if (threadIdx.x < 128) {
+      if constexpr (GATED) {
+        // Slots 0 / 1 hold the gate rows' sums (tokens 2t, 2t + 1), slots 2 / 3 the up rows'.
+        if (threadIdx.x < 64) {
+          const int i = threadIdx.x >> 5, l = threadIdx.x & 31;
+          Acc gs = Acc(0), us = Acc(0);
+#pragma unroll
+          for (int w = 0; w < kWarps; ++w) {
+            gs += rb[(w * 4 + i) * 32 + l];
+            us += rb[(w * 4 + i + 2) * 32 + l];
+          }
+          const int feature = tile * (kTileRows / 2) + (l >> 2);
+          const int tok = 2 * (l & 3) + (i & 1);
+          if (tok < p.m) {
+            float xs;
+            if constexpr (FQ)
+              xs = xq_scale[tok];
+            else
+              xs = __ldg(p.xscale + tok);
+            // The scales as finish_output applies them; silu(g) = g / (1 + exp(-g)), the
+            // form the CPU op and torch evaluate.
+            const float gate = static_cast<float>(gs) * xs * __ldg(p.wscale + feature);
+            const float up = static_cast<float>(us) * xs * __ldg(p.wscale + p.n + feature);
+            static_cast<TOut*>(p.y)[static_cast<int64_t>(tok) * p.n + feature] =
+                from_float<TOut>(gate / (1.0f + expf(-gate)) * up);
+          }
+        }
+      } else if (threadIdx.x < 128) {
         const int i = threadIdx.x >> 5, l = threadIdx.x & 31;
         Acc sum = Acc(0);
 #pragma unroll
@@ -285,42 +323,55 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   }
 }
 
-}  // namespace
-
-template <int F, typename TOut>
-void launch_qgemv_bulk(const KParams& p, cudaStream_t stream) {
+template <int F, typename TOut, bool GATED>
+void launch_bulk(const KParams& p, cudaStream_t stream) {
   static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
   using G = Geometry<F>;
   // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
   constexpr int kFusedExtra = 8 * 4 + kWarps * 4;
-  constexpr bool kCanFuse = F == kFp8Ch || F == kI8Ch;
+  constexpr bool kCanFuse = (F == kFp8Ch || F == kI8Ch) && !GATED;
   static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          G::kSmemBytes));
     if constexpr (kCanFuse)
-      KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, true>,
+      KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, true, GATED>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            G::kSmemBytes + kFusedQuantMaxBytes + kFusedExtra));
     return true;
   }();
   (void)ready;
-  const int tiles = p.n_pad / kTileRows;
+  const int tiles = GATED ? p.n / (kTileRows / 2) : p.n_pad / kTileRows;
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
   if constexpr (kCanFuse) {
     if (p.xq_src) {
       const size_t smem =
           G::kSmemBytes + static_cast<size_t>(p.m) * p.nchunks * kChunk + kFusedExtra;
-      launch_pdl(qgemv_bulk_kernel<F, TOut, true>, grid, kThreads, smem, stream, p);
+      launch_pdl(qgemv_bulk_kernel<F, TOut, true, GATED>, grid, kThreads, smem, stream, p);
       KITE_CUDA_CHECK_LAUNCH();
       return;
     }
   }
-  launch_pdl(qgemv_bulk_kernel<F, TOut, false>, grid, kThreads, G::kSmemBytes, stream, p);
+  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED>, grid, kThreads, G::kSmemBytes, stream,
+             p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+template <int F, typename TOut>
+void launch_qgemv_bulk(const KParams& p, cudaStream_t stream) {
+  launch_bulk<F, TOut, false>(p, stream);
+}
+
+template <int F>
+void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream) {
+  launch_bulk<F, bf16, true>(p, stream);
+}
+
+template void launch_qgemv_bulk_silu<kFp8Ch>(const KParams&, cudaStream_t);
+template void launch_qgemv_bulk_silu<kI8Ch>(const KParams&, cudaStream_t);
 template void launch_qgemv_bulk<kW4, float>(const KParams&, cudaStream_t);
 template void launch_qgemv_bulk<kW4, bf16>(const KParams&, cudaStream_t);
 template void launch_qgemv_bulk<kFp8Ch, float>(const KParams&, cudaStream_t);

@@ -137,6 +137,11 @@ __device__ __forceinline__ void finish_output(const KParams& p, int tok, int row
 template <int F, typename TOut>
 void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);
 
+// The same for a gated MLP's stacked [gate; up] weight (kFp8Ch, kI8Ch; p.n = the features,
+// n % 8 == 0; no bias, no split): y [m, n] BF16 = silu(x · Wg^T) * (x · Wu^T).
+template <int F>
+void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream);
+
 // Its in-block activation quantization (KParams::xq_src): at most this many rows, and rows x
 // padded K codes of at most this many bytes (shared memory beside the ring).
 constexpr int kFusedQuantRows = 2;

@@ -116,6 +116,15 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
                             const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream);
 
+// out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
+// weight [2I, K], in one bulk-GEMV launch (no bias). Applies (quantized_silu_mul_applies) to
+// FP8 / INT8 per channel at 3 <= M <= 8 on the bulk GEMV with I % 8 == 0 (at M <= 2 it did
+// not pay); KITE_CUDA_QGEMV_GATED=0 turns it off. The workspace is
+// quantized_linear_workspace_bytes(w, M).
+bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m);
+void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
 // Benchmark/test hook, not for serving (not thread-safe): path 0 = automatic (M <= 8 takes the
 // bulk-copy GEMV for the per-channel formats, the decode kernel for kInt4Group and kFp8Block;
 // KITE_CUDA_QGEMV_BULK=0 gives the per-channel formats back to the tensor-core kernel),
