@@ -16,6 +16,7 @@
 // reading the latent twice instead of 8 times for 128 heads) measured slower (try_decode_mla).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/cuda/attention/mma_tile.cuh"
@@ -31,12 +32,22 @@ constexpr int kBlockN = 32;  // keys per tile: four n-tiles of 8
 constexpr int kDqk = 576, kDv = 512;
 constexpr int kStageBytes = kBlockN * kDqk * 2;
 constexpr int kMaxSplits = 256;
-// One key tile per split at least: DeepSeek-V2-Lite at batch 1 has one 16-head block per
-// sequence, so a 512-token context ran on 2 blocks with 256-key splits.
-// KITE_CUDA_MLA_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
-int64_t min_keys_per_split() {
-  static const int64_t keys = min_keys_per_split_from_env("KITE_CUDA_MLA_SPLIT_KEYS", kBlockN);
-  return keys;
+// The fewest keys a split takes, for the longest context `len` (in decode steps, its length
+// bucket: a power of two from 256, step_graphs.h): 2 sqrt(len) rounded to whole key tiles, so
+// about sqrt(len) / 2 splits, balancing the split blocks' work (len / S) against the combine's
+// (S partial rows per head). DeepSeek-V2-Lite at batch 1 (one 16-head block per sequence;
+// BENCHMARKS.md run 8) was fastest at 32 keys in the 256 bucket, 64 in the 1024 one, 64-128 in
+// the 4096 one (128 at batch 4) and 256 in the 16384 one — the rule's 32, 64, 128, 256; the
+// earlier fixed 32 keys cost 1.5 % in the 1024 bucket and 8 % in the 4096 one (in the 16384
+// one, 64 keys ran 20 % slower than 256). Larger batches are held to about four blocks per
+// multiprocessor before this matters. KITE_CUDA_MLA_SPLIT_KEYS=N fixes N (an A/B switch).
+int64_t min_keys_per_split(int64_t len) {
+  static const bool fixed = std::getenv("KITE_CUDA_MLA_SPLIT_KEYS") != nullptr;
+  static const int64_t fixed_keys =
+      min_keys_per_split_from_env("KITE_CUDA_MLA_SPLIT_KEYS", kBlockN);
+  if (fixed) return fixed_keys;
+  const auto keys = static_cast<int64_t>(2.0 * std::sqrt(static_cast<double>(len)));
+  return std::max<int64_t>(kBlockN, (keys + kBlockN / 2) / kBlockN * kBlockN);
 }
 
 template <int HB, int WARPS, int STAGES>
@@ -279,7 +290,8 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   } else {
     const int64_t target = 4 * int64_t{device_properties().multiProcessorCount};
     const int64_t wanted = (target + ctas - 1) / ctas;
-    const int64_t useful = (max_len + min_keys_per_split() - 1) / min_keys_per_split();
+    const int64_t keys = min_keys_per_split(max_len);
+    const int64_t useful = (max_len + keys - 1) / keys;
     p.num_splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, useful), 1, kMaxSplits));
   }
   p.keys_per_split =

@@ -33,6 +33,33 @@ __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i)
   return v > best_v || (v == best_v && i < best_i);
 }
 
+// A group of experts' score from their choice values: V3 (noaux) the sum of the best two (the
+// best for a 1-expert group), V2 the best.
+__device__ __forceinline__ float group_score_of(const float* c, int group_size, bool noaux) {
+  float best1 = -INFINITY, best2 = -INFINITY;
+  for (int i = 0; i < group_size; ++i) {
+    if (c[i] > best1) {
+      best2 = best1;
+      best1 = c[i];
+    } else if (c[i] > best2) {
+      best2 = c[i];
+    }
+  }
+  return noaux ? (group_size >= 2 ? best1 + best2 : best1) : best1;
+}
+
+// keep[g] for the topk_group best groups (the first on equal scores), one thread.
+__device__ __forceinline__ void choose_groups(const float* score, int n_group, int topk_group,
+                                              bool* keep) {
+  for (int g = 0; g < n_group; ++g) keep[g] = false;
+  for (int r = 0; r < topk_group; ++r) {
+    int best = -1;
+    for (int g = 0; g < n_group; ++g)
+      if (!keep[g] && (best < 0 || score[g] > score[best])) best = g;
+    keep[best] = true;
+  }
+}
+
 // Block-wide argmax of (value desc, index asc) over entries with !taken[i]; all threads get it.
 __device__ int block_argmax(const float* values, const bool* taken, int n, float* sm_v, int* sm_i) {
   float best_v = -INFINITY;
@@ -100,30 +127,10 @@ __global__ void __launch_bounds__(kThreads)
   if (p.group_limited || p.noaux) {
     const int group_size = E / p.n_group;
     __shared__ float group_score[kMaxGroups];
-    for (int g = threadIdx.x; g < p.n_group; g += blockDim.x) {
-      const float* c = choice + g * group_size;
-      float best1 = -INFINITY, best2 = -INFINITY;
-      for (int i = 0; i < group_size; ++i) {
-        if (c[i] > best1) {
-          best2 = best1;
-          best1 = c[i];
-        } else if (c[i] > best2) {
-          best2 = c[i];
-        }
-      }
-      // V3: sum of the best two (one for a 1-expert group); V2: the best.
-      group_score[g] = p.noaux ? (group_size >= 2 ? best1 + best2 : best1) : best1;
-    }
+    for (int g = threadIdx.x; g < p.n_group; g += blockDim.x)
+      group_score[g] = group_score_of(choice + g * group_size, group_size, p.noaux);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int g = 0; g < p.n_group; ++g) keep_group[g] = false;
-      for (int r = 0; r < p.topk_group; ++r) {
-        int best = -1;
-        for (int g = 0; g < p.n_group; ++g)
-          if (!keep_group[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
-        keep_group[best] = true;
-      }
-    }
+    if (threadIdx.x == 0) choose_groups(group_score, p.n_group, p.topk_group, keep_group);
     __syncthreads();
     const float masked = p.noaux ? -INFINITY : 0.0f;
     for (int e = threadIdx.x; e < E; e += blockDim.x)
@@ -212,31 +219,10 @@ __global__ void __launch_bounds__(32 * kWarpTokens)
 
   if (p.group_limited || p.noaux) {
     const int group_size = E / p.n_group;
-    for (int g = lane; g < p.n_group; g += 32) {
-      const float* cg = choice + g * group_size;
-      float best1 = -INFINITY, best2 = -INFINITY;
-      for (int i = 0; i < group_size; ++i) {
-        if (cg[i] > best1) {
-          best2 = best1;
-          best1 = cg[i];
-        } else if (cg[i] > best2) {
-          best2 = cg[i];
-        }
-      }
-      sm_group[w][g] = p.noaux ? (group_size >= 2 ? best1 + best2 : best1) : best1;
-    }
+    for (int g = lane; g < p.n_group; g += 32)
+      sm_group[w][g] = group_score_of(choice + g * group_size, group_size, p.noaux);
     __syncwarp();
-    if (lane == 0) {
-      bool* keep = sm_keep[w];
-      const float* gs = sm_group[w];
-      for (int g = 0; g < p.n_group; ++g) keep[g] = false;
-      for (int r = 0; r < p.topk_group; ++r) {
-        int best = -1;
-        for (int g = 0; g < p.n_group; ++g)
-          if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
-        keep[best] = true;
-      }
-    }
+    if (lane == 0) choose_groups(sm_group[w], p.n_group, p.topk_group, sm_keep[w]);
     __syncwarp();
     const float masked = p.noaux ? -INFINITY : 0.0f;
 #pragma unroll
