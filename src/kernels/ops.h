@@ -62,7 +62,10 @@ void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& cos, con
 // Where each new token's K/V go: slot = block_id * block_size + offset_in_block.
 // Writes rows of `src` [T, width] (or [T, num_kv_heads, head_dim]) into `cache`
 // [num_blocks, block_size, ...] viewed as [num_slots, width]; each slot must be in range.
-// An F8_E4M3 cache stores fp8(src / scale) (saturating); an F32 cache ignores `scale`.
+// An F8_E4M3 cache stores fp8(src / scale) (saturating); an F32 cache ignores `scale`. An
+// F8_E4M3 cache row n elements wider than src's row (KvCacheSpec::fp8_bf16_tail: MLA's latent
+// row) stores src's last n values as BF16 (unscaled, round to nearest even, two bytes each,
+// little-endian) after the first width - n as FP8; paged_attention reads them back.
 void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache,
                  float scale = 1.0f);
 

@@ -5,8 +5,12 @@
 namespace kite {
 
 int64_t KvCacheSpec::bytes_per_token() const {
-  int64_t per_layer = num_kv_heads * (k_head_dim + (shares_kv ? 0 : v_head_dim));
+  int64_t per_layer = num_kv_heads * (k_row() + (shares_kv ? 0 : v_head_dim));
   return num_layers * per_layer * static_cast<int64_t>(dtype_size(dtype));
+}
+
+int64_t KvCacheSpec::k_row() const {
+  return k_head_dim + (dtype == DType::kF8E4M3 ? fp8_bf16_tail : 0);
 }
 
 KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size)
@@ -20,7 +24,7 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     // Zeroed so a slot read before it is written (a bug) gives zeros, never garbage/NaN.
     k_.push_back(
-        Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}, spec.dtype));
+        Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.k_row()}, spec.dtype));
     if (!spec.shares_kv)
       v_.push_back(
           Tensor::zeros({num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}, spec.dtype));
@@ -44,7 +48,7 @@ KvCache::KvCache(const KvCacheSpec& spec, int64_t num_blocks, int64_t block_size
   if (static_cast<int64_t>(spec.v_scales.size()) == spec.num_layers) v_scale_ = spec.v_scales;
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     k_.push_back(backend.persistent_zeros(
-        {num_blocks, block_size, spec.num_kv_heads, spec.k_head_dim}, spec_.dtype));
+        {num_blocks, block_size, spec.num_kv_heads, spec_.k_row()}, spec_.dtype));
     if (!spec.shares_kv)
       v_.push_back(backend.persistent_zeros(
           {num_blocks, block_size, spec.num_kv_heads, spec.v_head_dim}, spec_.dtype));

@@ -25,9 +25,16 @@ struct KvCacheSpec {
   DType dtype = DType::kF32;
   // Per-layer FP8 scales (KvCache's initial k_scale / v_scale); empty: 1.0 for every layer.
   std::vector<float> k_scales, v_scales;
+  // FP8 only: the last `fp8_bf16_tail` values of each k row are stored as BF16 (two bytes each,
+  // so an FP8 k row is k_head_dim + fp8_bf16_tail bytes; ops::write_cache). MLA sets it to the
+  // rope key's width: rounding those 16-64 values to E4M3 was all of kite-tiny's FP8-cache
+  // perplexity loss (+0.62 % of +0.61 %; the latent alone +0.08 %; BENCHMARKS.md).
+  int64_t fp8_bf16_tail = 0;
 
   // Bytes one token occupies across all layers.
   int64_t bytes_per_token() const;
+  // Elements of one k row in the cache tensor: k_head_dim, plus the BF16 tail's extra bytes.
+  int64_t k_row() const;
 };
 
 class KvCache {

@@ -19,12 +19,18 @@ void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tenso
   KITE_OP_CHECK(cache.dim() >= 3, kOp,
                 "cache must be [num_blocks, block_size, ...], got " + cpu::shape_of(cache));
   const int64_t num_slots = cache.size(0) * cache.size(1);
-  const int64_t width = num_slots == 0 ? 0 : cache.numel() / num_slots;
+  const int64_t row = num_slots == 0 ? 0 : cache.numel() / num_slots;  // cache row elements
   const auto num_tokens = static_cast<int64_t>(slot_mapping.size());
-  KITE_OP_CHECK(
-      src.dim() >= 1 && src.size(0) == num_tokens && src.numel() == num_tokens * width, kOp,
-      "src " + cpu::shape_of(src) + " must be " + std::to_string(num_tokens) + " rows of " +
-          std::to_string(width) + " values to fit cache " + cpu::shape_of(cache));
+  // src's row; an FP8 row may be wider by its BF16 tail's extra bytes (one per tail value).
+  const int64_t width = num_tokens > 0 && src.dim() >= 1 ? src.numel() / num_tokens : row;
+  const int64_t tail = fp8 ? row - width : 0;
+  KITE_OP_CHECK(src.dim() >= 1 && src.size(0) == num_tokens && src.numel() == num_tokens * width &&
+                    tail >= 0 && tail <= width && (fp8 || width == row),
+                kOp,
+                "src " + cpu::shape_of(src) + " must be " + std::to_string(num_tokens) +
+                    " rows of " + std::to_string(row) +
+                    " values (or, for an FP8 cache, of the row less its BF16 tail) to fit cache " +
+                    cpu::shape_of(cache));
   // All slots are checked first, so a bad mapping leaves the cache untouched.
   for (int64_t t = 0; t < num_tokens; ++t) {
     KITE_OP_CHECK(slot_mapping[t] >= 0 && slot_mapping[t] < num_slots, kOp,
@@ -35,9 +41,17 @@ void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tenso
   if (fp8) {
     const float inv = 1.0f / scale;
     uint8_t* out = cache.data<uint8_t>();
-    for (int64_t t = 0; t < num_tokens; ++t)
-      for (int64_t i = 0; i < width; ++i)
-        out[slot_mapping[t] * width + i] = fp8e4m3_encode(in[t * width + i] * inv);
+    const int64_t coded = width - tail;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      uint8_t* o = out + slot_mapping[t] * row;
+      const float* x = in + t * width;
+      for (int64_t i = 0; i < coded; ++i) o[i] = fp8e4m3_encode(x[i] * inv);
+      for (int64_t i = 0; i < tail; ++i) {
+        const uint16_t b = f32_to_bf16(x[coded + i]);
+        o[coded + 2 * i] = static_cast<uint8_t>(b & 0xff);
+        o[coded + 2 * i + 1] = static_cast<uint8_t>(b >> 8);
+      }
+    }
     return;
   }
   float* out = cache.data<float>();

@@ -87,9 +87,11 @@ class CpuBackend final : public Backend {
     // MLA's latent rows are the values too: one cache, one scale.
     p.v_scale = v_cache.raw() == k_cache.raw() ? k_scale_ : v_scale_;
     // MLA reads values from the latent cache (v_cache is k_cache) and wants only the first
-    // out-width dims of each; the CPU op writes full rows, so go through a wider temporary.
-    if (v_cache.size(-1) != out.size(-1)) {
-      Tensor wide = Tensor::empty({q.size(0), q.size(1), v_cache.size(-1)});
+    // out-width dims of each; the CPU op writes full rows (q's width: an FP8 latent row is
+    // wider in bytes, its rope key stored as BF16), so go through a wider temporary.
+    const int64_t v_width = v_cache.raw() == k_cache.raw() ? q.size(-1) : v_cache.size(-1);
+    if (v_width != out.size(-1)) {
+      Tensor wide = Tensor::empty({q.size(0), q.size(1), v_width});
       ops::paged_attention(q, k_cache, v_cache, p, wide);
       copy_columns(wide, 0, out, 0, out.size(-1));
       return;

@@ -18,6 +18,7 @@ Result<std::unique_ptr<Model>> build_deepseek(const ModelConfig& c, const Weight
   Backend& be = *backend;
   const int64_t latent = MlaAttention::latent_width(c);
   KvCacheSpec kv{c.num_hidden_layers, 1, latent, latent, true, DType::kF32, {}, {}};
+  kv.fp8_bf16_tail = c.qk_rope_head_dim;  // the rope key ends the latent row
   return build_decoder_stack(
       c, kv, RopeTable(c, c.qk_rope_head_dim), w, std::move(backend),
       [&](const std::string& p, int64_t i, DecoderLayer& layer) -> Status {

@@ -1,5 +1,6 @@
 // FP8 KV cache: write_cache stores fp8(x / scale) and paged_attention decodes fp8 * scale,
-// against a float64 attention over the decoded values, through shuffled block tables.
+// against a float64 attention over the decoded values, through shuffled block tables; the MLA
+// latent row's BF16 tail (the rope key) is stored and read back as BF16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "../kernels/kernel_test_util.h"
 #include "kernels/ops.h"
+#include "model/kv_cache.h"
 
 namespace kite {
 namespace {
@@ -24,13 +26,21 @@ struct Fp8Case {
   int64_t heads = 4, kv_heads = 2, dim = 24, block = 4;
   std::vector<int64_t> seq_lens{11, 6}, q_lens{3, 6};
   bool shared_kv = false;  // MLA: one latent tensor is both K and V
+  int64_t bf16_tail = 0;   // shared only: the row's last values stored as BF16
 };
+
+// What the cache gives back for value x of column `col` of a dim-wide row.
+double stored(float x, float scale, int64_t col, int64_t dim, int64_t tail) {
+  if (col >= dim - tail) return bf16_to_f32(f32_to_bf16(x));
+  return decode(x, scale);
+}
 
 void run_case(const Fp8Case& c, uint32_t seed) {
   std::mt19937 rng(seed);
   const float k_scale = 0.05f, v_scale = c.shared_kv ? 0.05f : 0.02f;
   const int64_t num_blocks = 12, row = c.kv_heads * c.dim;
-  Tensor k_cache = Tensor::zeros({num_blocks, c.block, c.kv_heads, c.dim}, DType::kF8E4M3);
+  Tensor k_cache =
+      Tensor::zeros({num_blocks, c.block, c.kv_heads, c.dim + c.bf16_tail}, DType::kF8E4M3);
   Tensor v_cache = c.shared_kv
                        ? k_cache
                        : Tensor::zeros({num_blocks, c.block, c.kv_heads, c.dim}, DType::kF8E4M3);
@@ -86,7 +96,7 @@ void run_case(const Fp8Case& c, uint32_t seed) {
           double d = 0;
           for (int64_t x = 0; x < c.dim; ++x)
             d += q.f32()[(i * c.heads + h) * c.dim + x] *
-                 decode(keys[s].f32()[j * row + kh * c.dim + x], k_scale);
+                 stored(keys[s].f32()[j * row + kh * c.dim + x], k_scale, x, c.dim, c.bf16_tail);
           sc[j] = d * p.scale;
           mx = std::max(mx, sc[j]);
         }
@@ -94,7 +104,8 @@ void run_case(const Fp8Case& c, uint32_t seed) {
         for (int64_t x = 0; x < c.dim; ++x) {
           double o = 0;
           for (int64_t j = 0; j < visible; ++j)
-            o += sc[j] * decode(values[s].f32()[j * row + kh * c.dim + x], v_scale);
+            o += sc[j] * stored(values[s].f32()[j * row + kh * c.dim + x], v_scale, x, c.dim,
+                                c.shared_kv ? c.bf16_tail : 0);
           want[(i * c.heads + h) * c.dim + x] = o / sum;
         }
       }
@@ -109,6 +120,54 @@ TEST(KvCacheFp8, SharedLatentCache) {
   c.heads = 3;
   c.shared_kv = true;
   run_case(c, 2);
+}
+
+// MLA's FP8 row: 24 values, the last 6 (the rope key) stored as BF16 in 12 bytes after 18
+// FP8 codes; attention reads both back.
+TEST(KvCacheFp8, SharedLatentCacheWithBf16Tail) {
+  Fp8Case c;
+  c.kv_heads = 1;
+  c.heads = 3;
+  c.shared_kv = true;
+  c.bf16_tail = 6;
+  run_case(c, 4);
+}
+
+TEST(KvCacheFp8, Bf16TailBytes) {
+  std::mt19937 rng(5);
+  const int64_t dim = 10, tail = 4;
+  Tensor cache = Tensor::zeros({2, 4, 1, dim + tail}, DType::kF8E4M3);
+  Tensor src = random_tensor({1, 1, dim}, rng, -3.0f, 3.0f);
+  std::vector<int64_t> slot{5};
+  ops::write_cache(src, slot, cache, 0.5f);
+  const uint8_t* row = cache.data<uint8_t>() + 5 * (dim + tail);
+  for (int64_t i = 0; i < dim - tail; ++i)
+    EXPECT_EQ(row[i], f32_to_fp8e4m3(src.f32()[i] * 2.0f)) << i;
+  for (int64_t i = 0; i < tail; ++i) {
+    const uint16_t b = f32_to_bf16(src.f32()[dim - tail + i]);  // unscaled, little-endian
+    EXPECT_EQ(row[dim - tail + 2 * i], b & 0xff) << i;
+    EXPECT_EQ(row[dim - tail + 2 * i + 1], b >> 8) << i;
+  }
+  // A row narrower than src, or a tail longer than the row, or an F32 cache of another width.
+  Tensor narrow = Tensor::zeros({2, 4, 1, dim - 1}, DType::kF8E4M3);
+  EXPECT_THROW(ops::write_cache(src, slot, narrow, 1.0f), std::invalid_argument);
+  Tensor too_wide = Tensor::zeros({2, 4, 1, 2 * dim + 1}, DType::kF8E4M3);
+  EXPECT_THROW(ops::write_cache(src, slot, too_wide, 1.0f), std::invalid_argument);
+  Tensor f32_wide = Tensor::zeros({2, 4, 1, dim + tail});
+  EXPECT_THROW(ops::write_cache(src, slot, f32_wide, 1.0f), std::invalid_argument);
+}
+
+// The spec sizes an FP8 k row with the tail's extra bytes, and only FP8 rows.
+TEST(KvCacheFp8, SpecCountsTheTail) {
+  KvCacheSpec spec{2, 1, 80, 80, true, DType::kF32, {}, {}};
+  spec.fp8_bf16_tail = 16;
+  EXPECT_EQ(spec.k_row(), 80);
+  EXPECT_EQ(spec.bytes_per_token(), 2 * 80 * 4);
+  spec.dtype = DType::kF8E4M3;
+  EXPECT_EQ(spec.k_row(), 96);
+  EXPECT_EQ(spec.bytes_per_token(), 2 * 96);
+  KvCache cache(spec, 3, 4);
+  EXPECT_EQ(cache.k(0).size(3), 96);
 }
 
 TEST(KvCacheFp8, WriteRejectsBadScaleAndSlot) {
