@@ -62,12 +62,12 @@ void rope(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& cos, con
 // Where each new token's K/V go: slot = block_id * block_size + offset_in_block.
 // Writes rows of `src` [T, width] (or [T, num_kv_heads, head_dim]) into `cache`
 // [num_blocks, block_size, ...] viewed as [num_slots, width]; each slot must be in range.
-// An F8_E4M3 cache stores fp8(src / scale) (saturating); an F32 cache ignores `scale`. An
-// F8_E4M3 cache row n elements wider than src's row (KvCacheSpec::fp8_bf16_tail: MLA's latent
-// row) stores src's last n values as BF16 (unscaled, round to nearest even, two bytes each,
-// little-endian) after the first width - n as FP8; paged_attention reads them back.
+// An F8_E4M3 cache stores fp8(src / scale) (saturating); an F32 cache ignores `scale`. With
+// bf16_tail = n (F8_E4M3 only; KvCacheSpec::fp8_bf16_tail, MLA's rope key) src's last n values
+// are stored as BF16 (unscaled, round to nearest even, two bytes each, little-endian) after the
+// first width - n as FP8, so a cache row is width + n elements; paged_attention reads them back.
 void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache,
-                 float scale = 1.0f);
+                 float scale = 1.0f, int64_t bf16_tail = 0);
 
 // Paged causal attention for a flattened batch.
 //   q           [T, num_heads, head_dim_qk]

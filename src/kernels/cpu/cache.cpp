@@ -9,7 +9,7 @@
 namespace kite::ops {
 
 void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tensor& cache,
-                 float scale) {
+                 float scale, int64_t bf16_tail) {
   constexpr const char* kOp = "write_cache";
   cpu::check_f32(src, kOp, "src");
   const bool fp8 = cache.dtype() == DType::kF8E4M3;
@@ -21,16 +21,16 @@ void write_cache(const Tensor& src, std::span<const int64_t> slot_mapping, Tenso
   const int64_t num_slots = cache.size(0) * cache.size(1);
   const int64_t row = num_slots == 0 ? 0 : cache.numel() / num_slots;  // cache row elements
   const auto num_tokens = static_cast<int64_t>(slot_mapping.size());
-  // src's row; an FP8 row may be wider by its BF16 tail's extra bytes (one per tail value).
-  const int64_t width = num_tokens > 0 && src.dim() >= 1 ? src.numel() / num_tokens : row;
-  const int64_t tail = fp8 ? row - width : 0;
-  KITE_OP_CHECK(src.dim() >= 1 && src.size(0) == num_tokens && src.numel() == num_tokens * width &&
-                    tail >= 0 && tail <= width && (fp8 || width == row),
-                kOp,
-                "src " + cpu::shape_of(src) + " must be " + std::to_string(num_tokens) +
-                    " rows of " + std::to_string(row) +
-                    " values (or, for an FP8 cache, of the row less its BF16 tail) to fit cache " +
-                    cpu::shape_of(cache));
+  KITE_OP_CHECK(bf16_tail == 0 || (fp8 && bf16_tail > 0 && 2 * bf16_tail <= row), kOp,
+                "a BF16 tail of " + std::to_string(bf16_tail) +
+                    " values needs an F8_E4M3 cache row of at least twice that");
+  const int64_t tail = bf16_tail;
+  const int64_t width = row - tail;  // src's row: each tail value takes two bytes of the row
+  KITE_OP_CHECK(
+      src.dim() >= 1 && src.size(0) == num_tokens && src.numel() == num_tokens * width, kOp,
+      "src " + cpu::shape_of(src) + " must be " + std::to_string(num_tokens) + " rows of " +
+          std::to_string(width) + " values to fit cache " + cpu::shape_of(cache) +
+          (tail ? " with a BF16 tail of " + std::to_string(tail) : std::string()));
   // All slots are checked first, so a bad mapping leaves the cache untouched.
   for (int64_t t = 0; t < num_tokens; ++t) {
     KITE_OP_CHECK(slot_mapping[t] >= 0 && slot_mapping[t] < num_slots, kOp,

@@ -61,7 +61,7 @@ void run_case(const Fp8Case& c, uint32_t seed) {
     Tensor v = c.shared_kv ? k : random_tensor({n, c.kv_heads, c.dim}, rng, -3.0f, 3.0f);
     std::vector<int64_t> slots(n);
     for (int64_t p = 0; p < n; ++p) slots[p] = table[p / c.block] * c.block + p % c.block;
-    ops::write_cache(k, slots, k_cache, k_scale);
+    ops::write_cache(k, slots, k_cache, k_scale, c.bf16_tail);
     if (!c.shared_kv) ops::write_cache(v, slots, v_cache, v_scale);
     tables.push_back(table);
     keys.push_back(k);
@@ -139,7 +139,7 @@ TEST(KvCacheFp8, Bf16TailBytes) {
   Tensor cache = Tensor::zeros({2, 4, 1, dim + tail}, DType::kF8E4M3);
   Tensor src = random_tensor({1, 1, dim}, rng, -3.0f, 3.0f);
   std::vector<int64_t> slot{5};
-  ops::write_cache(src, slot, cache, 0.5f);
+  ops::write_cache(src, slot, cache, 0.5f, tail);
   const uint8_t* row = cache.data<uint8_t>() + 5 * (dim + tail);
   for (int64_t i = 0; i < dim - tail; ++i)
     EXPECT_EQ(row[i], f32_to_fp8e4m3(src.f32()[i] * 2.0f)) << i;
@@ -148,13 +148,16 @@ TEST(KvCacheFp8, Bf16TailBytes) {
     EXPECT_EQ(row[dim - tail + 2 * i], b & 0xff) << i;
     EXPECT_EQ(row[dim - tail + 2 * i + 1], b >> 8) << i;
   }
-  // A row narrower than src, or a tail longer than the row, or an F32 cache of another width.
-  Tensor narrow = Tensor::zeros({2, 4, 1, dim - 1}, DType::kF8E4M3);
-  EXPECT_THROW(ops::write_cache(src, slot, narrow, 1.0f), std::invalid_argument);
-  Tensor too_wide = Tensor::zeros({2, 4, 1, 2 * dim + 1}, DType::kF8E4M3);
-  EXPECT_THROW(ops::write_cache(src, slot, too_wide, 1.0f), std::invalid_argument);
+  // The row must be src's width plus the tail exactly: without the tail the same cache is
+  // refused (a narrower src is never taken for a tail), as are a tail the row cannot hold, a
+  // negative one and a tail in an F32 cache.
+  EXPECT_THROW(ops::write_cache(src, slot, cache, 1.0f), std::invalid_argument);
+  EXPECT_THROW(ops::write_cache(src, slot, cache, 1.0f, tail + 1), std::invalid_argument);
+  EXPECT_THROW(ops::write_cache(src, slot, cache, 1.0f, -1), std::invalid_argument);
+  Tensor small = Tensor::zeros({2, 4, 1, 3}, DType::kF8E4M3);
+  EXPECT_THROW(ops::write_cache(src, slot, small, 1.0f, 2), std::invalid_argument);
   Tensor f32_wide = Tensor::zeros({2, 4, 1, dim + tail});
-  EXPECT_THROW(ops::write_cache(src, slot, f32_wide, 1.0f), std::invalid_argument);
+  EXPECT_THROW(ops::write_cache(src, slot, f32_wide, 1.0f, tail), std::invalid_argument);
 }
 
 // The spec sizes an FP8 k row with the tail's extra bytes, and only FP8 rows.
