@@ -245,11 +245,9 @@ class CudaBackend final : public Backend {
                  dims({m, w.out_features, w.in_features}) + (outs.size() > 1 ? " split" : "");
         },
         w.storage_bytes());
-    const size_t bytes = quantized_linear_workspace_bytes(w, m);
-    const ScratchArena::Mark before = arena_.mark();
-    void* ws = bytes ? arena_.allocate(bytes) : nullptr;  // step scratch: graph-safe
-    cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_);
-    arena_.rewind(before);  // the workspace lives only inside this op
+    with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
+      cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_);
+    });
   }
   void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
                                  const void* prepared, Tensor& out) override {
@@ -265,10 +263,17 @@ class CudaBackend final : public Backend {
                  dims({m, w.out_features, w.in_features}) + " silu_mul";
         },
         w.storage_bytes());
+    with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
+      cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_);
+    });
+  }
+  // Runs a quantized kernel call with its workspace in step scratch (graph-safe), given back
+  // when it returns: the workspace lives only inside the op.
+  template <typename Call>
+  void with_quant_workspace(const DeviceQuantizedWeight& w, int64_t m, Call&& call) {
     const size_t bytes = quantized_linear_workspace_bytes(w, m);
     const ScratchArena::Mark before = arena_.mark();
-    void* ws = arena_.allocate(bytes);  // step scratch: graph-safe
-    cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_);
+    call(bytes ? arena_.allocate(bytes) : nullptr, bytes);
     arena_.rewind(before);
   }
   void linear_split(const Tensor& x, const Tensor& w, const Tensor* bias,

@@ -547,24 +547,33 @@ void set_weight_params(KParams& p, const DeviceQuantizedWeight& w, int64_t m) {
   p.block_rows = static_cast<int>(w.block_rows);
 }
 
-// FP8 / INT8 per channel: the per-token activation codes and scales in the workspace (codes
-// [m, padded_in], then scales [m]), or, where the bulk GEMV quantizes in-block, its source rows.
+// The 8-bit formats' activation codes [m, kp] at the workspace's start and their scales after
+// them, made the kernels' x and xscale.
+struct ActivationCodes {
+  uint8_t* q;
+  float* sx;
+};
+ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, int64_t kp) {
+  const ActivationCodes codes{ws, reinterpret_cast<float*>(ws + round_up(m * kp, 256))};
+  p.x = codes.q;
+  p.ldx = static_cast<int>(kp);
+  p.xscale = codes.sx;
+  return codes;
+}
+
+// FP8 / INT8 per channel: the per-token codes and scales made into `codes`, or, where the bulk
+// GEMV quantizes in-block, its source rows handed to it instead.
 void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWeight& w,
-                                     const bf16* xb, int64_t m, uint8_t* ws,
+                                     const bf16* xb, int64_t m, const ActivationCodes& codes,
                                      cudaStream_t stream) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
-  uint8_t* q = ws;
-  auto* sx = reinterpret_cast<float*>(ws + round_up(m * kp, 256));
-  p.x = q;
-  p.ldx = static_cast<int>(kp);
-  p.xscale = sx;
   if (fuses_act_quant(f, m, k, kp)) {
     p.xq_src = xb;
     p.xq_in_scale = is;
     p.k_real = static_cast<int>(k);
   } else {
-    launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, q, sx, stream);
+    launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, codes.q, codes.sx, stream);
   }
 }
 
@@ -657,18 +666,16 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       return;
     }
   } else {
-    uint8_t* q = ws;
-    auto* sx = reinterpret_cast<float*>(ws + round_up(m * kp, 256));
-    p.x = q;
-    p.ldx = static_cast<int>(kp);
-    p.xscale = sx;
+    const ActivationCodes codes = point_at_activation_codes(p, ws, m, kp);
+    uint8_t* q = codes.q;
+    float* sx = codes.sx;
     if (f == kFp8Blk) {
       const int64_t groups = ceil_div(k, w.block_cols);
       p.chunks_per_group = static_cast<int>(w.block_cols / kChunk);
       p.scale_cols = static_cast<int>(groups);
       launch_act_quant_group(xb, m, k, kp, w.block_cols, groups, is, q, sx, stream);
     } else {
-      prepare_per_channel_activations(p, f, w, xb, m, ws, stream);
+      prepare_per_channel_activations(p, f, w, xb, m, codes, stream);
     }
     // Beyond decode sizes, FP8 / INT8 per channel go through cuBLASLt (one pass over W at
     // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
@@ -731,8 +738,9 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   p.n = static_cast<int>(half);  // the output features; the up rows start at row n
   p.y = out.raw();
   p.seg_count = 1;
-  prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, static_cast<uint8_t*>(workspace),
-                                  stream);
+  const ActivationCodes codes =
+      point_at_activation_codes(p, static_cast<uint8_t*>(workspace), m, w.padded_in);
+  prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, stream);
   if (f == kFp8Ch)
     launch_qgemv_bulk_silu<kFp8Ch>(p, stream);
   else
