@@ -97,6 +97,16 @@ TEST(CudaAttentionFp8, DecodeAndPrefillMatchCpuOnTheSameCodes) {
       else
         c.seqs = {{40, 40}, {129, 64}, {1, 1}};
       check_fp8(c, decode, rng);
+      // Several 64-key tiles per split (the automatic split gives these sequences one each):
+      // the FP8 decode kernel loads the next tile's codes while it uses the current one.
+      if (decode)
+        for (int splits : {1, 3}) {
+          AttnCase s = c;
+          s.name += " splits " + std::to_string(splits);
+          s.seqs = {{1, 1}, {700, 1}, {2049, 1}};
+          s.num_splits = splits;
+          check_fp8(s, decode, rng);
+        }
     }
   AttnCase mla{.name = "mla decode", .dtype = DType::kBF16, .seqs = {{33, 1}, {300, 1}}};
   mla.heads = 16;

@@ -193,8 +193,9 @@ void run_decode(QuantFormat format) {
   // one chunk past it, several stages with a short last one, more stages per tile than the ring
   // holds (10 > 8 for W4, > 4 for 8-bit: the slots are reused); N of one 16-row tile and of more
   // tiles than the grid has blocks (each block then takes several, alternating its buffers).
+  // The last, at M = 3: 193 chunks, six full stages and one chunk.
   const std::pair<int64_t, int64_t> bulk_shapes[] = {
-      {16, 2048}, {40, 1024}, {64, 2112}, {300, 4160}, {4200, 1024}, {96, 20480}};
+      {16, 2048}, {40, 1024}, {64, 2112}, {300, 4160}, {4200, 1024}, {96, 20480}, {48, 12352}};
   int64_t m = 1;
   for (const auto& [n, k] : bulk_shapes) {
     Case c{format, m, n, k, m % 2 == 1, false, false, m % 3 == 0 ? DType::kBF16 : DType::kF32};
@@ -212,6 +213,35 @@ TEST(CudaQuantLinear, DecodeInt4GroupMatchesCpu) { run_decode(QuantFormat::kInt4
 TEST(CudaQuantLinear, DecodeFp8PerChannelMatchesCpu) { run_decode(QuantFormat::kFp8PerChannel); }
 TEST(CudaQuantLinear, DecodeInt8PerChannelMatchesCpu) { run_decode(QuantFormat::kInt8PerChannel); }
 TEST(CudaQuantLinear, DecodeFp8BlockMatchesCpu) { run_decode(QuantFormat::kFp8Block); }
+
+// W4A16 on the bulk GEMV (path 3) for any group size: one group per chunk (64), groups
+// straddling stages (192 = 3 chunks), the usual 128, and one group over all of K (per-channel
+// INT4, K not a multiple of 64: padded); M = 1, 2 and 8.
+TEST(CudaQuantLinear, Int4BulkGemvTakesAnyGroupSize) {
+  auto rng = test_rng();
+  struct G { int64_t group, k; };
+  for (const G& gk : {G{64, 4160}, G{192, 4224}, G{128, 8256}, G{1000, 1000}})
+    for (int64_t m : {1, 2, 8}) {
+      SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +
+                   " M=" + std::to_string(m));
+      const int64_t n = 200;
+      const QuantizedWeight q =
+          quantize_int4_group(random_host({n, gk.k}, rng, -0.05f, 0.05f), gk.group);
+      Tensor x = random_host({m, gk.k}, rng);
+      round_to(x, DType::kBF16);
+      Tensor ref = Tensor::empty({m, n});
+      ops::quantized_linear(x, q, nullptr, ref);
+      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+      const Tensor dx = upload(x, DType::kBF16);
+      DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+      Tensor y = device_poisoned({m, n}, DType::kF32);
+      set_quant_decode_override(3);
+      quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+      set_quant_decode_override(0);
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+      EXPECT_LE(rel_error(download(y), ref), 1e-4);
+    }
+}
 
 // Decode kernel and bulk GEMV vs the tensor-core kernel on the same inputs (M = 1..8): same function.
 TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {

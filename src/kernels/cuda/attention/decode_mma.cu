@@ -48,7 +48,9 @@ struct DecodeLayout {
   static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes;
 };
 
-template <int DQK, int DV>
+// KVF8: the caches are FP8 (p.kv_fp8). A separate instantiation: the FP8 tile's registers
+// (Fp8KvFetch) stay out of the BF16 kernel.
+template <int DQK, int DV, bool KVF8>
 __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
   using L = DecodeLayout<DQK, DV>;
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(kThreads)
                    p.v_slot_stride,
                    kv_head * p.k_head_stride,
                    kv_head * p.v_head_stride,
-                   p.kv_fp8,
+                   KVF8,
                    p.k_scale,
                    p.v_scale};
   auto load_stage = [&](int j, char* dst) {
@@ -115,11 +117,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int kk = 0; kk < DQK / 16; ++kk) ldmatrix_x4(qf[kk], a_addr<DQK>(sq_addr, 0, kk * 16, lane));
 
+  // FP8: tile j + 1's codes are loaded into registers before tile j is used and converted into
+  // its stage after (the BF16 path's cp.async keeps it in flight the same way).
+  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8;
   for (int j = 0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) {
-      ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
-      cp_async_commit();
-      cp_async_wait<1>();
+      if constexpr (KVF8) {
+        ok &= f8.fetch(kv, static_cast<int>(k_begin) + (j + 1) * kBlockN, static_cast<int>(k_end),
+                       tid);
+      } else {
+        ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
+        cp_async_commit();
+        cp_async_wait<1>();
+      }
     } else {
       cp_async_wait<0>();
     }
@@ -177,6 +187,12 @@ __global__ void __launch_bounds__(kThreads)
       mma_bf16(o[dt], a, b[0], b[1]);
       mma_bf16(o[dt + 1], a, b[2], b[3]);
     }
+    if constexpr (KVF8) {
+      if (j + 1 < n_tiles) {  // the stage tile j - 1 used: every thread is past this iteration's barrier
+        char* dst = stages + ((j + 1) & 1) * L::kStageBytes;
+        f8.store(dst, dst + L::kKBytes, kv, tid);
+      }
+    }
     __syncthreads();  // the next iteration refills this stage
   }
 
@@ -230,20 +246,28 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int DQK, int DV>
-void run_decode_mma(const KernelParams& p, int head_blocks, cudaStream_t stream) {
+template <int DQK, int DV, bool KVF8>
+void run_decode_mma_as(const KernelParams& p, int head_blocks, cudaStream_t stream) {
   constexpr int kSmem = DecodeLayout<DQK, DV>::kSmemBytes;
   static const bool configured = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<DQK, DV>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<DQK, DV, KVF8>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * p.num_kv_heads * head_blocks),
                   p.num_splits);
-  launch_pdl_if(pdl_for_small_kernels(), decode_mma_kernel<DQK, DV>, grid, kThreads, kSmem, stream,
-                p, head_blocks);
+  launch_pdl_if(pdl_for_small_kernels(), decode_mma_kernel<DQK, DV, KVF8>, grid, kThreads, kSmem,
+                stream, p, head_blocks);
   KITE_CUDA_CHECK_LAUNCH();
+}
+
+template <int DQK, int DV>
+void run_decode_mma(const KernelParams& p, int head_blocks, cudaStream_t stream) {
+  if (p.kv_fp8)
+    run_decode_mma_as<DQK, DV, true>(p, head_blocks, stream);
+  else
+    run_decode_mma_as<DQK, DV, false>(p, head_blocks, stream);
 }
 
 }  // namespace

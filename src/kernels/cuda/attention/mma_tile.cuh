@@ -107,12 +107,9 @@ struct PagedKv {
   float k_scale = 1.0f, v_scale = 1.0f;
 };
 
-// 8 FP8 E4M3 codes (8 bytes at src, or zeros) -> 8 BF16 values code * scale, stored as one
-// 16-byte chunk at dst (shared memory): what cp_async16 would have copied from a BF16 cache.
-__device__ __forceinline__ void fp8x8_to_bf16(char* dst, const uint8_t* src, float scale,
-                                              bool valid) {
-  uint2 raw = make_uint2(0u, 0u);
-  if (valid) raw = *reinterpret_cast<const uint2*>(src);
+// 8 FP8 E4M3 codes (raw, 8 bytes) -> 8 BF16 values code * scale, stored as one 16-byte chunk at
+// dst (shared memory): what cp_async16 would have copied from a BF16 cache.
+__device__ __forceinline__ void fp8x8_to_bf16(char* dst, uint2 raw, float scale) {
   const uint8_t* b = reinterpret_cast<const uint8_t*>(&raw);
   uint4 out;
   uint32_t* o = reinterpret_cast<uint32_t*>(&out);
@@ -128,6 +125,24 @@ __device__ __forceinline__ void fp8x8_to_bf16(char* dst, const uint8_t* src, flo
   *reinterpret_cast<uint4*>(dst) = out;
 }
 
+// Where key `key`'s K and V rows start in the caches (elements, or bytes for FP8). False for a
+// key at or past valid_end, and for one whose block id is outside the cache (then ok = false).
+__device__ __forceinline__ bool kv_row_at(const PagedKv& kv, int key, int valid_end,
+                                          int64_t& k_at, int64_t& v_at, bool& ok) {
+  k_at = v_at = 0;
+  if (key >= valid_end) return false;
+  const int32_t block = kv.block_table[static_cast<unsigned>(key) / kv.block_size];
+  if (block < 0 || block >= kv.num_blocks) {
+    ok = false;
+    return false;
+  }
+  const int64_t slot =
+      static_cast<int64_t>(block) * kv.block_size + static_cast<unsigned>(key) % kv.block_size;
+  k_at = slot * kv.k_slot_stride + kv.k_head_offset;
+  v_at = slot * kv.v_slot_stride + kv.v_head_offset;
+  return true;
+}
+
 // Starts the copy of keys [key0, key0 + ROWS) into swizzled tiles of K (DK-wide) and V
 // (DV-wide: the first DV values of each V row, so V can be a prefix of the MLA latent row).
 // Eight threads share a row (chunks c, c + 8, ...), so each thread looks up the block table
@@ -135,7 +150,8 @@ __device__ __forceinline__ void fp8x8_to_bf16(char* dst, const uint8_t* src, flo
 // (their slots may hold anything, NaN included). Returns false when a block id it needed was
 // outside the cache (that row is zero-filled; the caller turns the result into NaN). FP8 caches
 // are read with plain loads and converted into the same BF16 tiles (synchronous, so the tile
-// is complete once the caller's barrier is passed, as cp.async's is after its wait).
+// is complete once the caller's barrier is passed, as cp.async's is after its wait; decode
+// splits that into Fp8KvFetch's fetch and store to keep a tile in flight).
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                               int key0, int valid_end, int tid) {
@@ -146,30 +162,21 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
 #pragma unroll
   for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
     const int row = tid / 8 + i * kRowsPerPass;
-    const int key = key0 + row;
-    bool valid = key < valid_end;
-    int64_t slot = 0;
-    if (valid) {
-      const int32_t block = kv.block_table[static_cast<unsigned>(key) / kv.block_size];
-      if (block < 0 || block >= kv.num_blocks) {
-        ok = false;
-        valid = false;
-      } else {
-        slot = static_cast<int64_t>(block) * kv.block_size +
-               static_cast<unsigned>(key) % kv.block_size;
-      }
-    }
-    const int64_t k_at = valid ? slot * kv.k_slot_stride + kv.k_head_offset : 0;
-    const int64_t v_at = valid ? slot * kv.v_slot_stride + kv.v_head_offset : 0;
+    int64_t k_at, v_at;
+    const bool valid = kv_row_at(kv, key0 + row, valid_end, k_at, v_at, ok);
     if (kv.fp8) {
       const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
       const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
 #pragma unroll
       for (int c = c0; c < DK / 8; c += 8)
-        fp8x8_to_bf16(k_tile + swz<DK>(row, c), k_src + c * 8, kv.k_scale, valid);
+        fp8x8_to_bf16(k_tile + swz<DK>(row, c),
+                      valid ? *reinterpret_cast<const uint2*>(k_src + c * 8) : make_uint2(0, 0),
+                      kv.k_scale);
 #pragma unroll
       for (int c = c0; c < DV / 8; c += 8)
-        fp8x8_to_bf16(v_tile + swz<DV>(row, c), v_src + c * 8, kv.v_scale, valid);
+        fp8x8_to_bf16(v_tile + swz<DV>(row, c),
+                      valid ? *reinterpret_cast<const uint2*>(v_src + c * 8) : make_uint2(0, 0),
+                      kv.v_scale);
       continue;
     }
     const bf16* k_src = static_cast<const bf16*>(kv.k_cache) + k_at;
@@ -181,6 +188,55 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
   }
   return ok;
 }
+
+// An FP8 K/V tile in two steps, so its loads are in flight while the previous tile is used:
+// fetch() issues this thread's plain loads of the raw codes into registers (the rows and
+// chunks load_kv_tiles gives it); store() converts them into the BF16 tiles (the first use of
+// the registers, so only it waits for memory).
+template <int DK, int DV, int ROWS, int THREADS>
+struct Fp8KvFetch {
+  static_assert(DK % 64 == 0 && DV % 64 == 0 && DV > 0, "whole 8-chunk rows of K and V");
+  static constexpr int kRowsPerPass = THREADS / 8;
+  static constexpr int kPasses = ROWS / kRowsPerPass;
+  uint2 k[kPasses][DK / 64];
+  uint2 v[kPasses][DV / 64];
+
+  __device__ __forceinline__ bool fetch(const PagedKv& kv, int key0, int valid_end, int tid) {
+    const int c0 = tid % 8;
+    bool ok = true;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      int64_t k_at, v_at;
+      const bool valid = kv_row_at(kv, key0 + tid / 8 + i * kRowsPerPass, valid_end, k_at, v_at, ok);
+      const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
+      const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
+#pragma unroll
+      for (int j = 0; j < DK / 64; ++j)
+        k[i][j] = valid ? __ldg(reinterpret_cast<const uint2*>(k_src + (c0 + 8 * j) * 8))
+                        : make_uint2(0, 0);
+#pragma unroll
+      for (int j = 0; j < DV / 64; ++j)
+        v[i][j] = valid ? __ldg(reinterpret_cast<const uint2*>(v_src + (c0 + 8 * j) * 8))
+                        : make_uint2(0, 0);
+    }
+    return ok;
+  }
+
+  __device__ __forceinline__ void store(char* k_tile, char* v_tile, const PagedKv& kv,
+                                        int tid) const {
+    const int c0 = tid % 8;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = tid / 8 + i * kRowsPerPass;
+#pragma unroll
+      for (int j = 0; j < DK / 64; ++j)
+        fp8x8_to_bf16(k_tile + swz<DK>(row, c0 + 8 * j), k[i][j], kv.k_scale);
+#pragma unroll
+      for (int j = 0; j < DV / 64; ++j)
+        fp8x8_to_bf16(v_tile + swz<DV>(row, c0 + 8 * j), v[i][j], kv.v_scale);
+    }
+  }
+};
 
 // Row max / sum over the four lanes of a quad (the lanes that share a C-fragment row).
 __device__ __forceinline__ float quad_max(float v) {

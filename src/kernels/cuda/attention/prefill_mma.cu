@@ -46,7 +46,8 @@ __device__ void write_nan_rows(const KernelParams& p, int64_t token0, int rows, 
   }
 }
 
-template <int DQK, int DV>
+// KVF8: FP8 caches (p.kv_fp8), a separate instantiation as in decode_mma.cu.
+template <int DQK, int DV, bool KVF8>
 __device__ void prefill_tile(const KernelParams& p, char* smem, int head, int seq, int tile) {
   using L = PrefillLayout<DQK, DV>;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -88,7 +89,9 @@ __device__ void prefill_tile(const KernelParams& p, char* smem, int head, int se
                    p.v_slot_stride,
                    kv_head * p.k_head_stride,
                    kv_head * p.v_head_stride,
-                   p.kv_fp8,
+                   // The BF16 instantiation keeps the run-time flag (false there): a constant
+                   // made ptxas spill in the 128-dim kernel.
+                   KVF8 || p.kv_fp8,
                    p.k_scale,
                    p.v_scale};
   auto load_stage = [&](int j, char* dst) {
@@ -104,11 +107,19 @@ __device__ void prefill_tile(const KernelParams& p, char* smem, int head, int se
   const int warp_row0 = m0 + warp * 16;  // first row (within the sequence) of this warp
   const uint32_t sq_addr = smem_addr(sq);
 
+  // FP8: tile j + 1's codes are loaded into registers before tile j is used and converted into
+  // its stage after (mma_tile.cuh, Fp8KvFetch).
+  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8;
   for (int j = 0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) {
-      ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
-      cp_async_commit();
-      cp_async_wait<1>();
+      if constexpr (KVF8) {
+        ok &= f8.fetch(kv, (j + 1) * kBlockN, static_cast<int>(n_end), tid);
+        cp_async_wait<0>();  // the Q rows' copies (tile 0's codes were stored synchronously)
+      } else {
+        ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
+        cp_async_commit();
+        cp_async_wait<1>();
+      }
     } else {
       cp_async_wait<0>();
     }
@@ -184,6 +195,12 @@ __device__ void prefill_tile(const KernelParams& p, char* smem, int head, int se
         mma_bf16(o[dt + 1], a, b[2], b[3]);
       }
     }
+    if constexpr (KVF8) {
+      if (j + 1 < n_tiles) {  // the stage tile j - 1 used: every thread is past this iteration's barrier
+        char* dst = stages + ((j + 1) & 1) * L::kStageBytes;
+        f8.store(dst, dst + L::kKBytes, kv, tid);
+      }
+    }
     __syncthreads();  // the next iteration refills this stage
   }
 
@@ -204,7 +221,7 @@ __device__ void prefill_tile(const KernelParams& p, char* smem, int head, int se
   }
 }
 
-template <int DQK, int DV>
+template <int DQK, int DV, bool KVF8>
 __global__ void __launch_bounds__(kThreads, 2) prefill_mma_kernel(const KernelParams p) {
   extern __shared__ __align__(128) char smem[];
   const int head = blockIdx.y, seq = blockIdx.z;
@@ -212,14 +229,14 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_mma_kernel(const KernelPa
   if (q_len <= 0) return;
   const int num_tiles = static_cast<int>((q_len + kBlockM - 1) / kBlockM);
   for (int i = blockIdx.x; i < num_tiles; i += gridDim.x)
-    prefill_tile<DQK, DV>(p, smem, head, seq, num_tiles - 1 - i);
+    prefill_tile<DQK, DV, KVF8>(p, smem, head, seq, num_tiles - 1 - i);
 }
 
-template <int DQK, int DV>
-void run_prefill_mma(const KernelParams& p, int64_t max_query_len, cudaStream_t stream) {
+template <int DQK, int DV, bool KVF8>
+void run_prefill_mma_as(const KernelParams& p, int64_t max_query_len, cudaStream_t stream) {
   constexpr int kSmem = PrefillLayout<DQK, DV>::kSmemBytes;
   static const bool configured = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(prefill_mma_kernel<DQK, DV>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(prefill_mma_kernel<DQK, DV, KVF8>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
@@ -227,8 +244,16 @@ void run_prefill_mma(const KernelParams& p, int64_t max_query_len, cudaStream_t 
   const int64_t tiles = (std::max<int64_t>(max_query_len, 1) + kBlockM - 1) / kBlockM;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, INT32_MAX)), p.num_heads,
                   p.num_seqs);
-  prefill_mma_kernel<DQK, DV><<<grid, kThreads, kSmem, stream>>>(p);
+  prefill_mma_kernel<DQK, DV, KVF8><<<grid, kThreads, kSmem, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
+}
+
+template <int DQK, int DV>
+void run_prefill_mma(const KernelParams& p, int64_t max_query_len, cudaStream_t stream) {
+  if (p.kv_fp8)
+    run_prefill_mma_as<DQK, DV, true>(p, max_query_len, stream);
+  else
+    run_prefill_mma_as<DQK, DV, false>(p, max_query_len, stream);
 }
 
 }  // namespace
