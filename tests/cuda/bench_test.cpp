@@ -95,13 +95,21 @@ TEST(CudaBench, DISABLED_BenchNorm) {
   report_bytes("rms_norm bf16 64x7168 (latency)", ms, 2.0 * 64 * 7168 * 2);
 }
 
-// Decode over contiguous block tables of equal-length sequences, K/V filled on the device.
+// Decode over contiguous block tables of equal-length sequences, K/V filled on the device
+// (FP8 caches: every code 1.25, the time does not depend on the values).
 void bench_decode(const std::string& name, int64_t seqs, int64_t seq_len, int64_t heads,
-                  int64_t kv_heads, int64_t dqk, int64_t dv, int64_t block_size, bool shared) {
+                  int64_t kv_heads, int64_t dqk, int64_t dv, int64_t block_size, bool shared,
+                  bool fp8 = false) {
   const int64_t blocks_per_seq = (seq_len + block_size - 1) / block_size;
   const int64_t num_blocks = seqs * blocks_per_seq;
-  Tensor k = random_device({num_blocks, block_size, kv_heads, dqk}, DType::kBF16, 10);
-  Tensor v = shared ? k : random_device({num_blocks, block_size, kv_heads, dv}, DType::kBF16, 11);
+  auto cache = [&](int64_t d, uint64_t seed) {
+    if (!fp8) return random_device({num_blocks, block_size, kv_heads, d}, DType::kBF16, seed);
+    Tensor c = device_empty({num_blocks, block_size, kv_heads, d}, DType::kF8E4M3);
+    KITE_CUDA_CHECK(cudaMemset(c.raw(), 0x3A, c.size_bytes()));
+    return c;
+  };
+  Tensor k = cache(dqk, 10);
+  Tensor v = shared ? k : cache(dv, 11);
   Tensor q = random_device({seqs, heads, dqk}, DType::kBF16, 12);
   Tensor out = device_empty({seqs, heads, dv}, DType::kBF16);
   std::vector<int32_t> tables(num_blocks);
@@ -114,11 +122,12 @@ void bench_decode(const std::string& name, int64_t seqs, int64_t seq_len, int64_
   args.block_size = block_size;
   args.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
   args.max_seq_len = seq_len;
+  if (fp8) args.k_scale = args.v_scale = 0.01f;
   AttentionWorkspace ws;
   const double ms =
       median_ms([&] { paged_decode_attention(q, k, v, args, ws, out, test_stream()); });
   const double kv_bytes =
-      static_cast<double>(seqs) * seq_len * kv_heads * (shared ? dqk : dqk + dv) * 2;
+      static_cast<double>(seqs) * seq_len * kv_heads * (shared ? dqk : dqk + dv) * (fp8 ? 1 : 2);
   report_bytes(name, ms, kv_bytes);
 }
 
@@ -128,6 +137,10 @@ TEST(CudaBench, DISABLED_BenchDecodeAttention) {
   bench_decode("decode bf16 64x4096 h16/1 mla 576/512", 64, 4096, 16, 1, 576, 512, 64, true);
   bench_decode("decode bf16 64x4096 h128/1 mla 576/512", 64, 4096, 128, 1, 576, 512, 64, true);
   bench_decode("decode bf16 64x4096 h64/8 d64", 64, 4096, 64, 8, 64, 64, 16, false);
+  bench_decode("decode fp8 64x4096 h32/8 d128", 64, 4096, 32, 8, 128, 128, 16, false, true);
+  bench_decode("decode fp8 1x32768 h32/8 d128", 1, 32768, 32, 8, 128, 128, 16, false, true);
+  bench_decode("decode bf16 128x1500 h32/8 d128", 128, 1500, 32, 8, 128, 128, 16, false);
+  bench_decode("decode fp8 128x1500 h32/8 d128", 128, 1500, 32, 8, 128, 128, 16, false, true);
 }
 
 // `seqs` prompts of `tokens` each (no cached prefix), contiguous block tables.

@@ -9,7 +9,10 @@
 // normalised rows, otherwise the partial (max, sum, acc) in decode.cu's layout, which its
 // combine kernel merges. Decode is bandwidth-bound: the mma rows past the group are waste
 // the tensor cores can afford, and what matters is that K/V are read once, 16 bytes at a
-// time, with a tile in flight while the previous one is used.
+// time, with a tile in flight while the previous one is used. FP8 caches (KVF8): tile j + 1's
+// codes are loaded into registers while tile j is used, then converted (exactly, one cvt per
+// two codes, no scale) into fp16 tiles; q (times the softmax scale) and p are fp16 too, the
+// MMAs fp16, and k_scale / v_scale are applied to the scores and the output in fp32.
 #include <algorithm>
 #include <cmath>
 
@@ -104,8 +107,16 @@ __global__ void __launch_bounds__(kThreads)
                                                      static_cast<int>(k_begin) + j * kBlockN,
                                                      static_cast<int>(k_end), tid);
   };
+  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8;
   bool ok = true;
-  if (n_tiles > 0) ok = load_stage(0, stages);
+  if (n_tiles > 0) {
+    if constexpr (KVF8) {
+      ok = f8.fetch(kv, static_cast<int>(k_begin), static_cast<int>(k_end), tid);
+      f8.store_f16(stages, stages + L::kKBytes, tid);
+    } else {
+      ok = load_stage(0, stages);
+    }
+  }
   cp_async_commit();
 
   uint32_t qf[DQK / 16][4];
@@ -116,10 +127,19 @@ __global__ void __launch_bounds__(kThreads)
   const uint32_t sq_addr = smem_addr(sq);
 #pragma unroll
   for (int kk = 0; kk < DQK / 16; ++kk) ldmatrix_x4(qf[kk], a_addr<DQK>(sq_addr, 0, kk * 16, lane));
+  if constexpr (KVF8) {  // q * scale_log2 in fp16 (the scores then only need k_scale)
+#pragma unroll
+    for (int kk = 0; kk < DQK / 16; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qf[kk][i]));
+        qf[kk][i] = pack_f16(f.x * p.scale_log2, f.y * p.scale_log2);
+      }
+  }
+  const float score_scale = KVF8 ? p.k_scale : p.scale_log2;
 
   // FP8: tile j + 1's codes are loaded into registers before tile j is used and converted into
   // its stage after (the BF16 path's cp.async keeps it in flight the same way).
-  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8;
   for (int j = 0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) {
       if constexpr (KVF8) {
@@ -145,8 +165,13 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 2; ++nt) {
         uint32_t b[4];
         ldmatrix_x4(b, kb_addr<DQK>(sk, wkey + nt * 8, kk * 16, lane));
-        mma_bf16(s[nt], qf[kk], b[0], b[1]);
-        mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
+        if constexpr (KVF8) {
+          mma_f16(s[nt], qf[kk], b[0], b[1]);
+          mma_f16(s[nt], qf[kk + 1], b[2], b[3]);
+        } else {
+          mma_bf16(s[nt], qf[kk], b[0], b[1]);
+          mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
+        }
       }
     }
     const int64_t key_base = k_begin + int64_t{j} * kBlockN + wkey;
@@ -155,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t key = key_base + nt * 8 + 2 * t + (e & 1);
-        s[nt][e] = key < k_end ? s[nt][e] * p.scale_log2 : -INFINITY;
+        s[nt][e] = key < k_end ? s[nt][e] * score_scale : -INFINITY;
       }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -178,19 +203,25 @@ __global__ void __launch_bounds__(kThreads)
         l[r] += s[nt][2 * r] + s[nt][2 * r + 1];
       }
     }
-    const uint32_t a[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]),
-                           pack_bf16(s[1][0], s[1][1]), pack_bf16(s[1][2], s[1][3])};
+    auto pack = [](float lo, float hi) { return KVF8 ? pack_f16(lo, hi) : pack_bf16(lo, hi); };
+    const uint32_t a[4] = {pack(s[0][0], s[0][1]), pack(s[0][2], s[0][3]), pack(s[1][0], s[1][1]),
+                           pack(s[1][2], s[1][3])};
 #pragma unroll
     for (int dt = 0; dt < DV / 8; dt += 2) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, vb_addr<DV>(sv, wkey, dt * 8, lane));
-      mma_bf16(o[dt], a, b[0], b[1]);
-      mma_bf16(o[dt + 1], a, b[2], b[3]);
+      if constexpr (KVF8) {
+        mma_f16(o[dt], a, b[0], b[1]);
+        mma_f16(o[dt + 1], a, b[2], b[3]);
+      } else {
+        mma_bf16(o[dt], a, b[0], b[1]);
+        mma_bf16(o[dt + 1], a, b[2], b[3]);
+      }
     }
     if constexpr (KVF8) {
       if (j + 1 < n_tiles) {  // the stage tile j - 1 used: every thread is past this iteration's barrier
         char* dst = stages + ((j + 1) & 1) * L::kStageBytes;
-        f8.store(dst, dst + L::kKBytes, kv, tid);
+        f8.store_f16(dst, dst + L::kKBytes, tid);
       }
     }
     __syncthreads();  // the next iteration refills this stage
@@ -231,6 +262,7 @@ __global__ void __launch_bounds__(kThreads)
       a += e * sm_acc[(w * kRows + row) * DV + d];
       sum += e * sm_l[w * kRows + row];
     }
+    if constexpr (KVF8) a *= p.v_scale;
     const int64_t out_row = int64_t{seq} * p.num_heads + head0 + row;
     if (p.num_splits == 1) {
       const float inv = (!any_bad && sum > 0.0f) ? 1.0f / sum : nan;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -63,6 +64,21 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The same in fp16 (the FP8-cache decode kernel: every E4M3 code is an fp16 value).
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
@@ -189,6 +205,18 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
   return ok;
 }
 
+// 8 E4M3 codes -> 8 fp16 values (exact; the hardware converts two per instruction).
+__device__ __forceinline__ uint4 fp8x8_to_f16(uint2 raw) {
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>((i < 2 ? raw.x : raw.y) >> (16 * (i & 1))), __NV_E4M3);
+    o[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // An FP8 K/V tile in two steps, so its loads are in flight while the previous tile is used:
 // fetch() issues this thread's plain loads of the raw codes into registers (the rows and
 // chunks load_kv_tiles gives it); store() converts them into the BF16 tiles (the first use of
@@ -220,6 +248,22 @@ struct Fp8KvFetch {
                         : make_uint2(0, 0);
     }
     return ok;
+  }
+
+  // The codes as fp16 tiles, exactly and without the scales (one cvt per two codes): for a
+  // kernel that multiplies by the scales after its fp16 MMAs.
+  __device__ __forceinline__ void store_f16(char* k_tile, char* v_tile, int tid) const {
+    const int c0 = tid % 8;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = tid / 8 + i * kRowsPerPass;
+#pragma unroll
+      for (int j = 0; j < DK / 64; ++j)
+        *reinterpret_cast<uint4*>(k_tile + swz<DK>(row, c0 + 8 * j)) = fp8x8_to_f16(k[i][j]);
+#pragma unroll
+      for (int j = 0; j < DV / 64; ++j)
+        *reinterpret_cast<uint4*>(v_tile + swz<DV>(row, c0 + 8 * j)) = fp8x8_to_f16(v[i][j]);
+    }
   }
 
   __device__ __forceinline__ void store(char* k_tile, char* v_tile, const PagedKv& kv,
