@@ -98,12 +98,12 @@ TEST(CudaAttentionFp8, DecodeAndPrefillMatchCpuOnTheSameCodes) {
         c.seqs = {{40, 40}, {129, 64}, {1, 1}};
       check_fp8(c, decode, rng);
       // Several 64-key tiles per split (the automatic split gives these sequences one each):
-      // the FP8 decode kernel loads the next tile's codes while it uses the current one.
+      // the FP8 decode kernel keeps two tiles' codes in flight while it uses one.
       if (decode)
         for (int splits : {1, 3}) {
           AttnCase s = c;
           s.name += " splits " + std::to_string(splits);
-          s.seqs = {{1, 1}, {700, 1}, {2049, 1}};
+          s.seqs = {{1, 1}, {100, 1}, {150, 1}, {700, 1}, {2049, 1}};  // 1, 2, 3, 11, 33 tiles
           s.num_splits = splits;
           check_fp8(s, decode, rng);
         }

@@ -9,9 +9,9 @@
 // normalised rows, otherwise the partial (max, sum, acc) in decode.cu's layout, which its
 // combine kernel merges. Decode is bandwidth-bound: the mma rows past the group are waste
 // the tensor cores can afford, and what matters is that K/V are read once, 16 bytes at a
-// time, with a tile in flight while the previous one is used. FP8 caches (KVF8): tile j + 1's
-// codes are loaded into registers while tile j is used, then converted (exactly, one cvt per
-// two codes, no scale) into fp16 tiles; q (times the softmax scale) and p are fp16 too, the
+// time, with a tile in flight while the previous one is used. FP8 caches (KVF8): two tiles'
+// codes are in flight in registers while a tile is used, each converted (exactly, one cvt per
+// two codes, no scale) into an fp16 stage; q (times the softmax scale) and p are fp16 too, the
 // MMAs fp16, and k_scale / v_scale are applied to the scores and the output in fp32.
 #include <algorithm>
 #include <cmath>
@@ -107,12 +107,19 @@ __global__ void __launch_bounds__(kThreads)
                                                      static_cast<int>(k_begin) + j * kBlockN,
                                                      static_cast<int>(k_end), tid);
   };
-  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8;
+  // FP8: two tiles' codes in flight in registers, odd tiles in f8_odd, even ones in f8_even
+  // (the tile after next is fetched as soon as the next one is stored).
+  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8_odd, f8_even;
+  auto fetch_f8 = [&](Fp8KvFetch<DQK, DV, kBlockN, kThreads>& f, int j) {
+    return f.fetch(kv, static_cast<int>(k_begin) + j * kBlockN, static_cast<int>(k_end), tid);
+  };
   bool ok = true;
   if (n_tiles > 0) {
     if constexpr (KVF8) {
-      ok = f8.fetch(kv, static_cast<int>(k_begin), static_cast<int>(k_end), tid);
-      f8.store_f16(stages, stages + L::kKBytes, tid);
+      ok = fetch_f8(f8_even, 0);
+      f8_even.store_f16(stages, stages + L::kKBytes, tid);
+      if (n_tiles > 1) ok &= fetch_f8(f8_odd, 1);
+      if (n_tiles > 2) ok &= fetch_f8(f8_even, 2);
     } else {
       ok = load_stage(0, stages);
     }
@@ -138,18 +145,13 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float score_scale = KVF8 ? p.k_scale : p.scale_log2;
 
-  // FP8: tile j + 1's codes are loaded into registers before tile j is used and converted into
-  // its stage after (the BF16 path's cp.async keeps it in flight the same way).
+  // FP8: tile j + 1's codes (in registers since iteration j - 2) are converted into its stage
+  // after tile j is used, then tile j + 3's are fetched into the same registers.
   for (int j = 0; j < n_tiles; ++j) {
-    if (j + 1 < n_tiles) {
-      if constexpr (KVF8) {
-        ok &= f8.fetch(kv, static_cast<int>(k_begin) + (j + 1) * kBlockN, static_cast<int>(k_end),
-                       tid);
-      } else {
-        ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
-        cp_async_commit();
-        cp_async_wait<1>();
-      }
+    if (!KVF8 && j + 1 < n_tiles) {
+      ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
+      cp_async_commit();
+      cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
@@ -221,7 +223,13 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (KVF8) {
       if (j + 1 < n_tiles) {  // the stage tile j - 1 used: every thread is past this iteration's barrier
         char* dst = stages + ((j + 1) & 1) * L::kStageBytes;
-        f8.store_f16(dst, dst + L::kKBytes, tid);
+        if ((j + 1) & 1) {
+          f8_odd.store_f16(dst, dst + L::kKBytes, tid);
+          if (j + 3 < n_tiles) ok &= fetch_f8(f8_odd, j + 3);
+        } else {
+          f8_even.store_f16(dst, dst + L::kKBytes, tid);
+          if (j + 3 < n_tiles) ok &= fetch_f8(f8_even, j + 3);
+        }
       }
     }
     __syncthreads();  // the next iteration refills this stage
