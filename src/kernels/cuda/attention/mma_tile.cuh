@@ -226,8 +226,29 @@ struct Fp8KvFetch {
   static_assert(DK % 64 == 0 && DV % 64 == 0 && DV > 0, "whole 8-chunk rows of K and V");
   static constexpr int kRowsPerPass = THREADS / 8;
   static constexpr int kPasses = ROWS / kRowsPerPass;
-  uint2 k[kPasses][DK / 64];
-  uint2 v[kPasses][DV / 64];
+  // Thread tid % 8 of a row holds its D / 64 consecutive 8-code chunks (16-byte loads where
+  // that is a whole number of them: a 128-wide row is one contiguous 128-byte run per 8 lanes).
+  static constexpr int kKC = DK / 64, kVC = DV / 64;
+  uint2 k[kPasses][kKC];
+  uint2 v[kPasses][kVC];
+
+  template <int NC>
+  __device__ __forceinline__ static void load(uint2 (&dst)[NC], const uint8_t* src, bool valid) {
+    if (!valid) {
+#pragma unroll
+      for (int j = 0; j < NC; ++j) dst[j] = make_uint2(0, 0);
+    } else if constexpr (NC % 2 == 0) {
+#pragma unroll
+      for (int j = 0; j < NC; j += 2) {
+        const uint4 w = __ldg(reinterpret_cast<const uint4*>(src) + j / 2);
+        dst[j] = make_uint2(w.x, w.y);
+        dst[j + 1] = make_uint2(w.z, w.w);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < NC; ++j) dst[j] = __ldg(reinterpret_cast<const uint2*>(src) + j);
+    }
+  }
 
   __device__ __forceinline__ bool fetch(const PagedKv& kv, int key0, int valid_end, int tid) {
     const int c0 = tid % 8;
@@ -236,16 +257,8 @@ struct Fp8KvFetch {
     for (int i = 0; i < kPasses; ++i) {
       int64_t k_at, v_at;
       const bool valid = kv_row_at(kv, key0 + tid / 8 + i * kRowsPerPass, valid_end, k_at, v_at, ok);
-      const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
-      const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
-#pragma unroll
-      for (int j = 0; j < DK / 64; ++j)
-        k[i][j] = valid ? __ldg(reinterpret_cast<const uint2*>(k_src + (c0 + 8 * j) * 8))
-                        : make_uint2(0, 0);
-#pragma unroll
-      for (int j = 0; j < DV / 64; ++j)
-        v[i][j] = valid ? __ldg(reinterpret_cast<const uint2*>(v_src + (c0 + 8 * j) * 8))
-                        : make_uint2(0, 0);
+      load(k[i], static_cast<const uint8_t*>(kv.k_cache) + k_at + c0 * kKC * 8, valid);
+      load(v[i], static_cast<const uint8_t*>(kv.v_cache) + v_at + c0 * kVC * 8, valid);
     }
     return ok;
   }
@@ -258,11 +271,11 @@ struct Fp8KvFetch {
     for (int i = 0; i < kPasses; ++i) {
       const int row = tid / 8 + i * kRowsPerPass;
 #pragma unroll
-      for (int j = 0; j < DK / 64; ++j)
-        *reinterpret_cast<uint4*>(k_tile + swz<DK>(row, c0 + 8 * j)) = fp8x8_to_f16(k[i][j]);
+      for (int j = 0; j < kKC; ++j)
+        *reinterpret_cast<uint4*>(k_tile + swz<DK>(row, c0 * kKC + j)) = fp8x8_to_f16(k[i][j]);
 #pragma unroll
-      for (int j = 0; j < DV / 64; ++j)
-        *reinterpret_cast<uint4*>(v_tile + swz<DV>(row, c0 + 8 * j)) = fp8x8_to_f16(v[i][j]);
+      for (int j = 0; j < kVC; ++j)
+        *reinterpret_cast<uint4*>(v_tile + swz<DV>(row, c0 * kVC + j)) = fp8x8_to_f16(v[i][j]);
     }
   }
 
@@ -273,11 +286,11 @@ struct Fp8KvFetch {
     for (int i = 0; i < kPasses; ++i) {
       const int row = tid / 8 + i * kRowsPerPass;
 #pragma unroll
-      for (int j = 0; j < DK / 64; ++j)
-        fp8x8_to_bf16(k_tile + swz<DK>(row, c0 + 8 * j), k[i][j], kv.k_scale);
+      for (int j = 0; j < kKC; ++j)
+        fp8x8_to_bf16(k_tile + swz<DK>(row, c0 * kKC + j), k[i][j], kv.k_scale);
 #pragma unroll
-      for (int j = 0; j < DV / 64; ++j)
-        fp8x8_to_bf16(v_tile + swz<DV>(row, c0 + 8 * j), v[i][j], kv.v_scale);
+      for (int j = 0; j < kVC; ++j)
+        fp8x8_to_bf16(v_tile + swz<DV>(row, c0 * kVC + j), v[i][j], kv.v_scale);
     }
   }
 };
