@@ -167,13 +167,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 2; ++nt) {
         uint32_t b[4];
         ldmatrix_x4(b, kb_addr<DQK>(sk, wkey + nt * 8, kk * 16, lane));
-        if constexpr (KVF8) {
-          mma_f16(s[nt], qf[kk], b[0], b[1]);
-          mma_f16(s[nt], qf[kk + 1], b[2], b[3]);
-        } else {
-          mma_bf16(s[nt], qf[kk], b[0], b[1]);
-          mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
-        }
+        mma_16bit<KVF8>(s[nt], qf[kk], b[0], b[1]);
+        mma_16bit<KVF8>(s[nt], qf[kk + 1], b[2], b[3]);
       }
     }
     const int64_t key_base = k_begin + int64_t{j} * kBlockN + wkey;
@@ -212,13 +207,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int dt = 0; dt < DV / 8; dt += 2) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, vb_addr<DV>(sv, wkey, dt * 8, lane));
-      if constexpr (KVF8) {
-        mma_f16(o[dt], a, b[0], b[1]);
-        mma_f16(o[dt + 1], a, b[2], b[3]);
-      } else {
-        mma_bf16(o[dt], a, b[0], b[1]);
-        mma_bf16(o[dt + 1], a, b[2], b[3]);
-      }
+      mma_16bit<KVF8>(o[dt], a, b[0], b[1]);
+      mma_16bit<KVF8>(o[dt + 1], a, b[2], b[3]);
     }
     if constexpr (KVF8) {
       if (j + 1 < n_tiles) {  // the stage tile j - 1 used: every thread is past this iteration's barrier
