@@ -77,6 +77,7 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
     return invalid_argument(
         "bench latency needs --input-len >= 1, --output-len >= 2, --batch-size >= 1, --iters >= 1");
   std::vector<double> prefill, decode, e2e;
+  int64_t left_out = 0;
   for (int32_t it = 0; it < c.warmup_iters + c.iters; ++it) {
     BatchTimes times;
     Clock::time_point start;
@@ -91,11 +92,33 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
     }
     prefill.push_back(ms_between(start, first_all));
     e2e.push_back(ms_between(start, end));
+    // Request 0's token from the step that gave the last request its first token: its last
+    // token that arrived no later than a quarter of its shortest gap after first_all (the
+    // outputs of one step reach their callbacks microseconds apart; steps take far longer).
+    // The gaps after that token are pure decode steps.
     const auto& t0 = times.token_times[0];
-    for (size_t i = 1; i < t0.size(); ++i) decode.push_back(ms_between(t0[i - 1], t0[i]));
+    double min_gap = 0;
+    for (size_t i = 1; i < t0.size(); ++i) {
+      const double g = ms_between(t0[i - 1], t0[i]);
+      if (i == 1 || g < min_gap) min_gap = g;
+    }
+    size_t step_of_last_first = 0;
+    for (size_t i = 0; i < t0.size(); ++i)
+      if (ms_between(first_all, t0[i]) <= 0.25 * min_gap) step_of_last_first = i;
+    for (size_t i = 1; i < t0.size(); ++i) {
+      if (i <= step_of_last_first)
+        ++left_out;
+      else
+        decode.push_back(ms_between(t0[i - 1], t0[i]));
+    }
   }
+  if (decode.empty())
+    return invalid_argument(
+        "bench latency: no decode step came after the last prompt's prefill; raise --output-len "
+        "or --max-num-batched-tokens (to at least --batch-size x --input-len)");
   LatencyReport r;
   r.config = c;
+  r.decode_gaps_left_out = left_out;
   r.prefill_ms = summarize(prefill);
   r.decode_ms_per_step = summarize(decode);
   r.weight_dtype = std::string(dtype_name(engine.weight_dtype()));
@@ -117,6 +140,7 @@ nlohmann::json LatencyReport::to_json() const {
           {"prefill_ms", prefill_ms.to_json()},
           {"decode_ms_per_step", decode_ms_per_step.to_json()},
           {"decode_ms_per_token", decode_ms_per_step.mean / config.batch_size},
+          {"decode_gaps_left_out", decode_gaps_left_out},
           {"weight_bytes_per_step", weight_bytes_per_step},
           {"decode_weight_gbps_mean", decode_gbps_mean},
           {"weight_dtype", weight_dtype},
@@ -125,7 +149,12 @@ nlohmann::json LatencyReport::to_json() const {
 }
 
 std::string LatencyReport::format() const {
-  return fmt::format(
+  const std::string left_out =
+      decode_gaps_left_out > 0
+          ? fmt::format("decode steps with prompt tokens in them, left out: {}\n",
+                        decode_gaps_left_out)
+          : std::string();
+  return left_out + fmt::format(
       "input_len {} output_len {} batch {} ({} iters)\n"
       "prefill (TTFT)       mean {:.2f} ms  p50 {:.2f} ms  p99 {:.2f} ms\n"
       "decode step          mean {:.3f} ms  p50 {:.3f} ms  p99 {:.3f} ms  ({:.1f} tok/s per "

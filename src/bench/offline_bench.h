@@ -23,11 +23,17 @@ struct LatencyConfig {
 // Per iteration, batch_size requests (fresh random prompts: no prefix-cache hits) are
 // queued together. Prefill = time from queueing to the last request's first token (the
 // TTFT of the batch; for batch 1 exactly the request's TTFT). Decode = every gap between
-// consecutive tokens of the first request after its first token: one engine step each.
+// consecutive tokens of the first request that starts at or after the step in which the last
+// request got its first token: one engine step each, with no prompt tokens in it. Mixed steps
+// are left out and counted in decode_gaps_left_out: when batch x input exceeds
+// --max-num-batched-tokens the prompts are prefilled in chunks over several steps while the
+// first requests already decode, and a step the engine begins while the batch is still being
+// queued prefills the late requests beside the first one's decode.
 struct LatencyReport {
   LatencyConfig config;
   Summary prefill_ms;
   Summary decode_ms_per_step;
+  int64_t decode_gaps_left_out = 0;  // gaps that still had prompt chunks in their step
   double weight_bytes_per_step = 0;  // bench/weight_bytes.h
   std::string weight_dtype = "F32";  // of the backend the model ran on
   double decode_gbps_mean = 0;       // weight bytes / mean step time

@@ -54,6 +54,7 @@ TEST_F(BenchOfflineCli, LatencyOnDummyWeightsFromConfigOnly) {
   const auto& r = j["result"];
   EXPECT_EQ(r["prefill_ms"]["count"], 3);
   EXPECT_EQ(r["decode_ms_per_step"]["count"], 3 * 4);  // output_len - 1 gaps per iteration
+  EXPECT_EQ(r["decode_gaps_left_out"], 0);
   EXPECT_GT(r["prefill_ms"]["mean"].get<double>(), 0);
   EXPECT_GT(r["decode_ms_per_step"]["p50"].get<double>(), 0);
   EXPECT_LE(r["decode_ms_per_step"]["p50"].get<double>(),
@@ -61,6 +62,36 @@ TEST_F(BenchOfflineCli, LatencyOnDummyWeightsFromConfigOnly) {
   EXPECT_GT(r["weight_bytes_per_step"].get<double>(), 0);
   EXPECT_GT(r["decode_weight_gbps_mean"].get<double>(), 0);
   EXPECT_NE(output_.find("GB/s"), std::string::npos);
+}
+
+// Batch x input above the token budget: the prompts are prefilled in chunks over several steps
+// while the first requests already decode; those steps are not decode steps.
+TEST_F(BenchOfflineCli, LatencyLeavesOutStepsWithPromptChunks) {
+  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/llama3/config.json",
+                dir_ / "config.json");
+  const std::string base = "bench latency --model " + dir_.string() +
+                           " --load-format dummy --batch-size 4 --input-len 12 --iters 2"
+                           " --warmup-iters 0 --kv-cache-memory 8 --max-num-batched-tokens 16";
+  auto j = run_json(base + " --output-len 8");
+  ASSERT_TRUE(j.is_object()) << output_;
+  const auto& r = j["result"];
+  // 48 prompt tokens in 16-token steps: the last prompt's first token comes at least two
+  // steps after the first one's, so at least two of each iteration's 7 gaps are left out.
+  const int64_t kept = r["decode_ms_per_step"]["count"].get<int64_t>();
+  const int64_t left = r["decode_gaps_left_out"].get<int64_t>();
+  EXPECT_EQ(kept + left, 2 * 7);
+  EXPECT_GE(left, 2 * 2);
+  EXPECT_GT(kept, 0);
+  EXPECT_NE(output_.find("left out"), std::string::npos) << output_;
+  // Within the budget all prompts fit one step; only a step the engine began between two of
+  // the bench's add_request calls (at most batch - 1 per iteration) can still be left out.
+  auto k = run_json("bench latency --model " + dir_.string() +
+                    " --load-format dummy --batch-size 4 --input-len 12 --iters 2 --warmup-iters 0"
+                    " --kv-cache-memory 8 --max-num-batched-tokens 64 --output-len 8");
+  ASSERT_TRUE(k.is_object()) << output_;
+  const int64_t k_left = k["result"]["decode_gaps_left_out"].get<int64_t>();
+  EXPECT_EQ(k["result"]["decode_ms_per_step"]["count"].get<int64_t>() + k_left, 2 * 7);
+  EXPECT_LE(k_left, 2 * 3);
 }
 
 TEST_F(BenchOfflineCli, LatencyRefusesConfigOnlyFolderWithoutDummy) {
