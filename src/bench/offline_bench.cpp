@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -97,20 +98,15 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
     // outputs of one step reach their callbacks microseconds apart; steps take far longer).
     // The gaps after that token are pure decode steps.
     const auto& t0 = times.token_times[0];
-    double min_gap = 0;
-    for (size_t i = 1; i < t0.size(); ++i) {
-      const double g = ms_between(t0[i - 1], t0[i]);
-      if (i == 1 || g < min_gap) min_gap = g;
-    }
+    std::vector<double> gaps;  // gaps[i - 1]: from token i - 1 to token i
+    for (size_t i = 1; i < t0.size(); ++i) gaps.push_back(ms_between(t0[i - 1], t0[i]));
+    const double min_gap = *std::min_element(gaps.begin(), gaps.end());
     size_t step_of_last_first = 0;
     for (size_t i = 0; i < t0.size(); ++i)
       if (ms_between(first_all, t0[i]) <= 0.25 * min_gap) step_of_last_first = i;
-    for (size_t i = 1; i < t0.size(); ++i) {
-      if (i <= step_of_last_first)
-        ++left_out;
-      else
-        decode.push_back(ms_between(t0[i - 1], t0[i]));
-    }
+    left_out += static_cast<int64_t>(step_of_last_first);
+    decode.insert(decode.end(), gaps.begin() + static_cast<std::ptrdiff_t>(step_of_last_first),
+                  gaps.end());
   }
   if (decode.empty())
     return invalid_argument(

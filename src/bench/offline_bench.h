@@ -33,7 +33,7 @@ struct LatencyReport {
   LatencyConfig config;
   Summary prefill_ms;
   Summary decode_ms_per_step;
-  int64_t decode_gaps_left_out = 0;  // gaps that still had prompt chunks in their step
+  int64_t decode_gaps_left_out = 0;  // gaps whose step still had prompt tokens in it
   double weight_bytes_per_step = 0;  // bench/weight_bytes.h
   std::string weight_dtype = "F32";  // of the backend the model ran on
   double decode_gbps_mean = 0;       // weight bytes / mean step time

@@ -175,8 +175,8 @@ __device__ __forceinline__ bool kv_row_at(const PagedKv& kv, int key, int valid_
 // (their slots may hold anything, NaN included). Returns false when a block id it needed was
 // outside the cache (that row is zero-filled; the caller turns the result into NaN). FP8 caches
 // are read with plain loads and converted into the same BF16 tiles (synchronous, so the tile
-// is complete once the caller's barrier is passed, as cp.async's is after its wait; decode
-// splits that into Fp8KvFetch's fetch and store to keep a tile in flight).
+// is complete once the caller's barrier is passed, as cp.async's is after its wait). The
+// GQA kernels take only their first FP8 tile this way; Fp8KvFetch keeps later ones in flight.
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                               int key0, int valid_end, int tid) {
@@ -227,9 +227,9 @@ __device__ __forceinline__ uint4 fp8x8_to_f16(uint2 raw) {
 }
 
 // An FP8 K/V tile in two steps, so its loads are in flight while the previous tile is used:
-// fetch() issues this thread's plain loads of the raw codes into registers (the rows and
-// chunks load_kv_tiles gives it); store() converts them into the BF16 tiles (the first use of
-// the registers, so only it waits for memory).
+// fetch() issues this thread's plain loads of the raw codes into registers (the rows
+// load_kv_tiles gives it); store_f16() / store() convert them into the fp16 / BF16 tiles (the
+// first use of the registers, so only they wait for memory).
 template <int DK, int DV, int ROWS, int THREADS>
 struct Fp8KvFetch {
   static_assert(DK % 64 == 0 && DV % 64 == 0 && DV > 0, "whole 8-chunk rows of K and V");
