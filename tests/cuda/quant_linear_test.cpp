@@ -33,6 +33,7 @@
 #include "cuda_test_util.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/quant/fp8_gemm_lt.h"
 #include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/quant_ops.h"
 #include "quant/quantized_weight.h"
@@ -77,6 +78,7 @@ struct Case {
   DType out;
   int dec_kw = 0, dec_u = 0;  // set_quant_decode_override for M <= 8 (0: automatic)
   int dec_path = 0;  // 1: M <= 8 on the tensor-core kernel, 2: the decode kernel, 3: bulk GEMV
+  DType bias_dtype = DType::kF32;  // BF16: rounded first, so the CPU op sees the same bias
 };
 
 std::string describe(const Case& c) {
@@ -115,12 +117,13 @@ void run_case(const Case& c, std::mt19937& rng) {
   for (int64_t r = 0; r < c.m; ++r) x.data<float>()[r * c.k + pick(rng)] *= 8.0f;
   round_to(x, DType::kBF16);
   Tensor b = random_host({c.n}, rng);
+  if (c.bias_dtype == DType::kBF16) round_to(b, DType::kBF16);
   Tensor ref = Tensor::empty({c.m, c.n});
   ops::quantized_linear(x, q, c.bias ? &b : nullptr, ref);
 
   const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
   const Tensor dx = upload(x, DType::kBF16);
-  const Tensor db = upload(b, DType::kF32);
+  const Tensor db = upload(b, c.bias_dtype);
   Tensor y = device_poisoned({c.m, c.n}, c.out);
   DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, c.m), 1));
   set_quant_decode_override(c.dec_path, c.dec_kw, c.dec_u);
@@ -446,6 +449,57 @@ TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group)
 TEST(CudaQuantLinear, Fp8PerChannelMatchesCpu) { run_format(QuantFormat::kFp8PerChannel); }
 TEST(CudaQuantLinear, Int8PerChannelMatchesCpu) { run_format(QuantFormat::kInt8PerChannel); }
 TEST(CudaQuantLinear, Fp8BlockMatchesCpu) { run_format(QuantFormat::kFp8Block); }
+
+// FP8 per channel beyond 16 rows goes through cuBLASLt (fp8_gemm_lt.h) by one of two routes:
+// both forced, then the timed choice, each against the CPU op (BF16 output: the routes'
+// only output type), with and without bias and input_scale, M in several power-of-two buckets.
+TEST(CudaQuantLinear, Fp8CublasLtRoutesMatchCpu) {
+  auto rng = test_rng();
+  for (int route : {0, 1, -1}) {
+    set_fp8_lt_route_override(route);
+    SCOPED_TRACE("route " + std::to_string(route));
+    const std::pair<int64_t, int64_t> shapes[] = {{256, 512}, {200, 320}};
+    int i = 0;
+    for (int64_t m : {17, 64, 130, 300})
+      for (const auto& [n, k] : shapes) {
+        ++i;
+        Case c{QuantFormat::kFp8PerChannel, m, n, k, i % 2 == 0, i % 3 == 0, false,
+               DType::kBF16};
+        c.bias_dtype = DType::kBF16;  // the cuBLASLt routes take a BF16 bias only
+        run_case(c, rng);
+        if (route >= 0) EXPECT_EQ(fp8_lt_last_route(), route) << "M=" << m << " N=" << n;
+      }
+  }
+  set_fp8_lt_route_override(-1);
+}
+
+// A shape whose route is not chosen yet, first met while the stream is capturing (nothing can
+// be timed then): the graph still records a cuBLASLt route, and its replay matches the CPU op.
+TEST(CudaQuantLinear, Fp8CublasLtCapturesAnUntimedShape) {
+  auto rng = test_rng();
+  const int64_t m = 48, n = 272, k = 704;  // a shape no other test uses
+  const QuantizedWeight q = quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
+  const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+  Tensor x = random_host({m, k}, rng);
+  round_to(x, DType::kBF16);
+  Tensor ref = Tensor::empty({m, n});
+  ops::quantized_linear(x, q, nullptr, ref);
+  const Tensor dx = upload(x, DType::kBF16);
+  DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
+  Tensor y = device_poisoned({m, n}, DType::kBF16);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
+  quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+  KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph));
+  KITE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  KITE_CUDA_CHECK(cudaGraphLaunch(exec, test_stream()));
+  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  EXPECT_LE(rel_error(download(y), ref), 5e-3);
+  EXPECT_EQ(fp8_lt_last_route(), 1);  // untimed: outer vectors, which this GPU has
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
 
 // Captured in a CUDA graph and replayed: same result as the direct call (no allocation or host
 // synchronisation inside), for a W8A8 format (activation-quantization kernel + GEMM) and W4.

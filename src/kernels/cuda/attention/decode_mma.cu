@@ -9,14 +9,17 @@
 // normalised rows, otherwise the partial (max, sum, acc) in decode.cu's layout, which its
 // combine kernel merges. Decode is bandwidth-bound: the mma rows past the group are waste
 // the tensor cores can afford, and what matters is that K/V are read once, 16 bytes at a
-// time, with a tile in flight while the previous one is used. FP8 caches (KVF8): two tiles'
-// codes are in flight in registers while a tile is used, each converted (exactly, one cvt per
-// two codes, no scale) into an fp16 stage; q (times the softmax scale) and p are fp16 too, the
-// MMAs fp16, and k_scale / v_scale are applied to the scores and the output in fp32.
+// time, with a tile in flight while the previous one is used. FP8 caches (KVF8): the raw codes
+// are staged by cp.async in a ring of kFp8Stages tiles (three in flight while one is used: a
+// tile is half the bytes, so it takes more of them to keep HBM busy), and each lane converts
+// the codes it needs straight into fp16 fragments (fp8_raw_tile.cuh: exact, one cvt per two
+// codes, no scale); q (times the softmax scale) and p are fp16 too, the MMAs fp16, and
+// k_scale / v_scale are applied to the scores and the output in fp32.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/attention/attention_launch.h"
+#include "kernels/cuda/attention/fp8_raw_tile.cuh"
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch_pdl.cuh"
@@ -32,6 +35,7 @@ constexpr int kWarps = 4;
 constexpr int kRows = 16;    // query heads per block
 constexpr int kBlockN = 64;  // keys per tile, 16 per warp
 constexpr int kMaxSplits = 256;
+constexpr int kFp8Stages = 4;  // raw FP8 tiles in the ring (KVF8)
 // One key tile per split at least: a short context at batch 1 (8 kv heads) still spreads over
 // ~100 blocks of one tile each instead of a few blocks walking 4+ tiles one after another.
 // KITE_CUDA_DECODE_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
@@ -40,23 +44,24 @@ int64_t min_keys_per_split() {
   return keys;
 }
 
-template <int DQK, int DV>
+template <int DQK, int DV, bool KVF8>
 struct DecodeLayout {
   static constexpr int kQBytes = kRows * DQK * 2;
-  static constexpr int kKBytes = kBlockN * DQK * 2;
-  static constexpr int kStageBytes = kBlockN * (DQK + DV) * 2;
+  static constexpr int kElem = KVF8 ? 1 : 2;  // bytes per cached value in a stage
+  static constexpr int kStages = KVF8 ? kFp8Stages : 2;
+  static constexpr int kKBytes = kBlockN * DQK * kElem;
+  static constexpr int kStageBytes = kBlockN * (DQK + DV) * kElem;
   // The merge reuses the stages: per warp, acc [16][DV] then max and sum [16] each.
   static constexpr int kMergeBytes = kWarps * kRows * (DV + 2) * 4;
-  static_assert(kMergeBytes <= 2 * kStageBytes, "merge scratch must fit in the stages");
-  static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes;
+  static_assert(kMergeBytes <= kStages * kStageBytes, "merge scratch must fit in the stages");
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
 };
 
-// KVF8: the caches are FP8 (p.kv_fp8). A separate instantiation: the FP8 tile's registers
-// (Fp8KvFetch) stay out of the BF16 kernel.
+// KVF8: the caches are FP8 (p.kv_fp8), a separate instantiation.
 template <int DQK, int DV, bool KVF8>
 __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
-  using L = DecodeLayout<DQK, DV>;
+  using L = DecodeLayout<DQK, DV, KVF8>;
   extern __shared__ __align__(128) char smem[];
   pdl_trigger();
   pdl_wait();  // if launched early (KITE_CUDA_PDL_ALL): q and the cache come from before
@@ -79,8 +84,8 @@ __global__ void __launch_bounds__(kThreads)
       k_end > k_begin ? static_cast<int>((k_end - k_begin + kBlockN - 1) / kBlockN) : 0;
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   char* sq = smem;
-  // Stage i (of 2) starts at smem + kQBytes + i * kStageBytes (computed, not an array: a
-  // run-time index into a local array would put it on the stack).
+  // Stage i (of L::kStages) starts at smem + kQBytes + i * kStageBytes (computed, not an
+  // array: a run-time index into a local array would put it on the stack).
   char* const stages = smem + L::kQBytes;
 
   const bf16* q = static_cast<const bf16*>(p.q);
@@ -107,68 +112,85 @@ __global__ void __launch_bounds__(kThreads)
                                                      static_cast<int>(k_begin) + j * kBlockN,
                                                      static_cast<int>(k_end), tid);
   };
-  // FP8: two tiles' codes in flight in registers, odd tiles in f8_odd, even ones in f8_even
-  // (the tile after next is fetched as soon as the next one is stored).
-  Fp8KvFetch<DQK, DV, kBlockN, kThreads> f8_odd, f8_even;
-  auto fetch_f8 = [&](Fp8KvFetch<DQK, DV, kBlockN, kThreads>& f, int j) {
-    return f.fetch(kv, static_cast<int>(k_begin) + j * kBlockN, static_cast<int>(k_end), tid);
+  // FP8: the first kStages - 1 tiles' raw codes (the first with q's rows, in one group).
+  auto load_raw = [&](int j) {
+    char* dst = stages + (j % L::kStages) * L::kStageBytes;
+    return load_raw_fp8_tiles<DQK, DV, kBlockN, kThreads>(dst, dst + L::kKBytes, kv,
+                                                          static_cast<int>(k_begin) + j * kBlockN,
+                                                          static_cast<int>(k_end), tid);
   };
   bool ok = true;
-  if (n_tiles > 0) {
-    if constexpr (KVF8) {
-      ok = fetch_f8(f8_even, 0);
-      f8_even.store_f16(stages, stages + L::kKBytes, tid);
-      if (n_tiles > 1) ok &= fetch_f8(f8_odd, 1);
-      if (n_tiles > 2) ok &= fetch_f8(f8_even, 2);
-    } else {
-      ok = load_stage(0, stages);
+  if constexpr (KVF8) {
+#pragma unroll
+    for (int j = 0; j < L::kStages - 1; ++j) {
+      if (j < n_tiles) ok &= load_raw(j);
+      cp_async_commit();
     }
+  } else {
+    if (n_tiles > 0) ok = load_stage(0, stages);
+    cp_async_commit();
   }
-  cp_async_commit();
 
   uint32_t qf[DQK / 16][4];
   float o[DV / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  cp_async_wait<0>();
-  __syncthreads();
-  const uint32_t sq_addr = smem_addr(sq);
-#pragma unroll
-  for (int kk = 0; kk < DQK / 16; ++kk) ldmatrix_x4(qf[kk], a_addr<DQK>(sq_addr, 0, kk * 16, lane));
   if constexpr (KVF8) {  // q * scale_log2 in fp16 (the scores then only need k_scale)
+    cp_async_wait<L::kStages - 2>();
+    __syncthreads();
+    q_frags_perm<DQK>(qf, sq, g, t, p.scale_log2);
+  } else {
+    cp_async_wait<0>();
+    __syncthreads();
+    const uint32_t sq_addr = smem_addr(sq);
 #pragma unroll
     for (int kk = 0; kk < DQK / 16; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qf[kk][i]));
-        qf[kk][i] = pack_f16(f.x * p.scale_log2, f.y * p.scale_log2);
-      }
+      ldmatrix_x4(qf[kk], a_addr<DQK>(sq_addr, 0, kk * 16, lane));
   }
   const float score_scale = KVF8 ? p.k_scale : p.scale_log2;
 
-  // FP8: tile j + 1's codes (in registers since iteration j - 2) are converted into its stage
-  // after tile j is used, then tile j + 3's are fetched into the same registers.
   for (int j = 0; j < n_tiles; ++j) {
-    if (!KVF8 && j + 1 < n_tiles) {
+    if constexpr (KVF8) {
+      // Tile j has landed (the groups after it are tiles j + 1 .. j + kStages - 2), and every
+      // warp is done with tile j - 1, whose stage tile j + kStages - 1 now takes.
+      cp_async_wait<L::kStages - 2>();
+      __syncthreads();
+      if (j + L::kStages - 1 < n_tiles) ok &= load_raw(j + L::kStages - 1);
+      cp_async_commit();
+    } else if (j + 1 < n_tiles) {
       ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
       cp_async_commit();
       cp_async_wait<1>();
+      __syncthreads();
     } else {
       cp_async_wait<0>();
+      __syncthreads();
     }
-    __syncthreads();
-    const uint32_t sk = smem_addr(stages + (j & 1) * L::kStageBytes);
+    const char* const stage = stages + (j % L::kStages) * L::kStageBytes;
+    const uint32_t sk = smem_addr(stage);
     const uint32_t sv = sk + L::kKBytes;
     const int wkey = warp * 16;  // this warp's keys within the tile
 
     float s[2][4] = {};
+    if constexpr (KVF8) {
 #pragma unroll
-    for (int kk = 0; kk < DQK / 16; kk += 2) {
+      for (int pr = 0; pr < DQK / 32; ++pr)
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        uint32_t b[4];
-        ldmatrix_x4(b, kb_addr<DQK>(sk, wkey + nt * 8, kk * 16, lane));
-        mma_16bit<KVF8>(s[nt], qf[kk], b[0], b[1]);
-        mma_16bit<KVF8>(s[nt], qf[kk + 1], b[2], b[3]);
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t b[4];
+          k_frags<DQK>(b, stage, wkey + nt * 8 + g, pr, t);
+          mma_16bit<true>(s[nt], qf[2 * pr], b[0], b[1]);
+          mma_16bit<true>(s[nt], qf[2 * pr + 1], b[2], b[3]);
+        }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < DQK / 16; kk += 2) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t b[4];
+          ldmatrix_x4(b, kb_addr<DQK>(sk, wkey + nt * 8, kk * 16, lane));
+          mma_16bit<false>(s[nt], qf[kk], b[0], b[1]);
+          mma_16bit<false>(s[nt], qf[kk + 1], b[2], b[3]);
+        }
       }
     }
     const int64_t key_base = k_begin + int64_t{j} * kBlockN + wkey;
@@ -203,29 +225,29 @@ __global__ void __launch_bounds__(kThreads)
     auto pack = [](float lo, float hi) { return KVF8 ? pack_f16(lo, hi) : pack_bf16(lo, hi); };
     const uint32_t a[4] = {pack(s[0][0], s[0][1]), pack(s[0][2], s[0][3]), pack(s[1][0], s[1][1]),
                            pack(s[1][2], s[1][3])};
-#pragma unroll
-    for (int dt = 0; dt < DV / 8; dt += 2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, vb_addr<DV>(sv, wkey, dt * 8, lane));
-      mma_16bit<KVF8>(o[dt], a, b[0], b[1]);
-      mma_16bit<KVF8>(o[dt + 1], a, b[2], b[3]);
-    }
     if constexpr (KVF8) {
-      if (j + 1 < n_tiles) {  // the stage tile j - 1 used: every thread is past this iteration's barrier
-        char* dst = stages + ((j + 1) & 1) * L::kStageBytes;
-        if ((j + 1) & 1) {
-          f8_odd.store_f16(dst, dst + L::kKBytes, tid);
-          if (j + 3 < n_tiles) ok &= fetch_f8(f8_odd, j + 3);
-        } else {
-          f8_even.store_f16(dst, dst + L::kKBytes, tid);
-          if (j + 3 < n_tiles) ok &= fetch_f8(f8_even, j + 3);
-        }
+#pragma unroll
+      for (int gp = 0; gp < DV / 32; ++gp) {
+        uint32_t b[4][2];
+        v_frags<DV>(b, stage + L::kKBytes, wkey, gp, g, t);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) mma_16bit<true>(o[4 * gp + jj], a, b[jj][0], b[jj][1]);
       }
+    } else {
+#pragma unroll
+      for (int dt = 0; dt < DV / 8; dt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vb_addr<DV>(sv, wkey, dt * 8, lane));
+        mma_16bit<false>(o[dt], a, b[0], b[1]);
+        mma_16bit<false>(o[dt + 1], a, b[2], b[3]);
+      }
+      __syncthreads();  // the next iteration refills this stage
     }
-    __syncthreads();  // the next iteration refills this stage
   }
 
-  // Merge the four warps' states (the stages are free: the loop ended on a barrier).
+  // Merge the four warps' states (the stages are free once every warp passes the barrier below:
+  // FP8's last real copies were waited for before its last tile was used, and BF16's loop
+  // ended on a barrier).
   const bool any_bad = __syncthreads_or(!ok) || bad_seq;
   float* sm_acc = reinterpret_cast<float*>(smem + L::kQBytes);  // [warp][row][DV]
   float* sm_m = sm_acc + kWarps * kRows * DV;                   // [warp][row]
@@ -238,11 +260,16 @@ __global__ void __launch_bounds__(kThreads)
       sm_m[warp * kRows + row] = m[r];
       sm_l[warp * kRows + row] = total;
     }
-    float* acc = sm_acc + (warp * kRows + row) * DV + 2 * t;
+    float* acc = sm_acc + (warp * kRows + row) * DV;
 #pragma unroll
     for (int dt = 0; dt < DV / 8; ++dt) {
-      acc[dt * 8] = o[dt][2 * r];
-      acc[dt * 8 + 1] = o[dt][2 * r + 1];
+      if constexpr (KVF8) {  // the P·V dim order of fp8_raw_tile.cuh
+        acc[v_dim(dt, 2 * t)] = o[dt][2 * r];
+        acc[v_dim(dt, 2 * t + 1)] = o[dt][2 * r + 1];
+      } else {
+        acc[dt * 8 + 2 * t] = o[dt][2 * r];
+        acc[dt * 8 + 2 * t + 1] = o[dt][2 * r + 1];
+      }
     }
   }
   __syncthreads();
@@ -278,7 +305,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int DQK, int DV, bool KVF8>
 void run_decode_mma_as(const KernelParams& p, int head_blocks, cudaStream_t stream) {
-  constexpr int kSmem = DecodeLayout<DQK, DV>::kSmemBytes;
+  constexpr int kSmem = DecodeLayout<DQK, DV, KVF8>::kSmemBytes;
   static const bool configured = [] {
     KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<DQK, DV, KVF8>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));

@@ -176,7 +176,8 @@ __device__ __forceinline__ bool kv_row_at(const PagedKv& kv, int key, int valid_
 // outside the cache (that row is zero-filled; the caller turns the result into NaN). FP8 caches
 // are read with plain loads and converted into the same BF16 tiles (synchronous, so the tile
 // is complete once the caller's barrier is passed, as cp.async's is after its wait). The
-// GQA kernels take only their first FP8 tile this way; Fp8KvFetch keeps later ones in flight.
+// prefill kernel takes only its first FP8 tile this way; Fp8KvFetch keeps later ones in flight
+// (the decode kernel stages raw codes instead: fp8_raw_tile.cuh).
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                               int key0, int valid_end, int tid) {
@@ -214,22 +215,10 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
   return ok;
 }
 
-// 8 E4M3 codes -> 8 fp16 values (exact; the hardware converts two per instruction).
-__device__ __forceinline__ uint4 fp8x8_to_f16(uint2 raw) {
-  uint32_t o[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-        static_cast<__nv_fp8x2_storage_t>((i < 2 ? raw.x : raw.y) >> (16 * (i & 1))), __NV_E4M3);
-    o[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-  }
-  return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
 // An FP8 K/V tile in two steps, so its loads are in flight while the previous tile is used:
 // fetch() issues this thread's plain loads of the raw codes into registers (the rows
-// load_kv_tiles gives it); store_f16() / store() convert them into the fp16 / BF16 tiles (the
-// first use of the registers, so only they wait for memory).
+// load_kv_tiles gives it); store() converts them into the BF16 tiles (the first use of the
+// registers, so only it waits for memory). The prefill kernel's FP8 path.
 template <int DK, int DV, int ROWS, int THREADS>
 struct Fp8KvFetch {
   static_assert(DK % 64 == 0 && DV % 64 == 0 && DV > 0, "whole 8-chunk rows of K and V");
@@ -270,22 +259,6 @@ struct Fp8KvFetch {
       load(v[i], static_cast<const uint8_t*>(kv.v_cache) + v_at + c0 * kVC * 8, valid);
     }
     return ok;
-  }
-
-  // The codes as fp16 tiles, exactly and without the scales (one cvt per two codes): for a
-  // kernel that multiplies by the scales after its fp16 MMAs.
-  __device__ __forceinline__ void store_f16(char* k_tile, char* v_tile, int tid) const {
-    const int c0 = tid % 8;
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int row = tid / 8 + i * kRowsPerPass;
-#pragma unroll
-      for (int j = 0; j < kKC; ++j)
-        *reinterpret_cast<uint4*>(k_tile + swz<DK>(row, c0 * kKC + j)) = fp8x8_to_f16(k[i][j]);
-#pragma unroll
-      for (int j = 0; j < kVC; ++j)
-        *reinterpret_cast<uint4*>(v_tile + swz<DV>(row, c0 * kVC + j)) = fp8x8_to_f16(v[i][j]);
-    }
   }
 
   __device__ __forceinline__ void store(char* k_tile, char* v_tile, const PagedKv& kv,

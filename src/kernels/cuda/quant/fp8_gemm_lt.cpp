@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <memory>
@@ -43,7 +44,11 @@ std::map<Key, std::unique_ptr<Fp8Plan>>& plans() {
   return *p;
 }
 
-Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key) {
+// scales: the outer-vector plan's scale pointers, set before the heuristic query (cuBLASLt
+// answers CUBLAS_STATUS_INVALID_VALUE for outer vectors whose pointers are not set yet; every
+// call sets its own after).
+Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key, const float* w_scale = nullptr,
+                  const float* x_scale = nullptr) {
   auto& cache = plans();
   if (auto it = cache.find(key); it != cache.end()) return *it->second;
   const auto [handle, m, n, k, ldw, ldx, has_bias, outer_vec, int8] = key;
@@ -56,6 +61,8 @@ Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key) {
     const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     set_attr(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, outer);
     set_attr(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, outer);
+    set_attr(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale);
+    set_attr(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
     if (has_bias) {
       set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
       set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
@@ -91,6 +98,55 @@ Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key) {
   return *cache.emplace(key, std::move(plan)).first->second;
 }
 
+// Which of the two FP8 routes a shape takes. On the H200 neither wins everywhere (device call
+// 1 of 2026-11-30, M = 128, cuBLASLt 13's first algorithm): outer vectors 37.2 us against
+// 38.3 + the scale pass for 128 x 28672 x 4096, but 38.3 against 25.1 + the pass for
+// 128 x 4096 x 14336. So each (N, K, bias, M rounded up to a power of two) is timed once, on
+// its first eager call, and keeps the faster route; KITE_CUDA_FP8_OUTER_VEC=0 / =1 forces one.
+enum class Fp8Route { kOuter, kF32 };
+using RouteKey = std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t>;
+std::map<RouteKey, Fp8Route>& routes() {
+  static auto* r = new std::map<RouteKey, Fp8Route>();
+  return *r;
+}
+
+int g_route_override = -1;  // set_fp8_lt_route_override
+int g_last_route = -1;      // fp8_lt_last_route
+
+int forced_route() {  // -1 timed, 0 F32 + scales, 1 outer vectors
+  if (g_route_override >= 0) return g_route_override;
+  static const int forced = [] {
+    const char* v = std::getenv("KITE_CUDA_FP8_OUTER_VEC");
+    if (v == nullptr) return -1;
+    return std::string(v) == "0" ? 0 : 1;
+  }();
+  return forced;
+}
+
+int64_t pow2_at_least(int64_t m) {
+  int64_t b = 1;
+  while (b < m) b *= 2;
+  return b;
+}
+
+// Mean time of `run` over three launches after one warm-up (the stream is not capturing).
+template <typename Run>
+float time_route(cudaStream_t stream, const Run& run) {
+  run();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  KITE_CUDA_CHECK(cudaEventCreate(&start));
+  KITE_CUDA_CHECK(cudaEventCreate(&stop));
+  KITE_CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < 3; ++i) run();
+  KITE_CUDA_CHECK(cudaEventRecord(stop, stream));
+  KITE_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  KITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / 3.0f;
+}
+
 }  // namespace
 
 bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, int64_t n,
@@ -99,28 +155,70 @@ bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, 
                       cudaStream_t stream) {
   if (y.dtype() != DType::kBF16 || (bias && bias->dtype() != DType::kBF16)) return false;
   if (k % 16 != 0 || ldw % 16 != 0 || ldx % 16 != 0) return false;
-  Fp8Plan& plan = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, bias != nullptr, true, false});
-  if (!plan.ok) {
-    // Per-tensor route: the unscaled FP8 product into F32 scratch, then the scales and bias.
-    Fp8Plan& plain = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, false, false, false});
-    if (!plain.ok || !scratch) return false;
-    const float alpha = 1.0f, beta = 0.0f;
-    KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plain.op, &alpha, wq, plain.a, xq, plain.b,
-                                     &beta, scratch, plain.d, scratch, plain.d, &plain.algo,
+  const int forced = forced_route();
+  Fp8Plan* outer = nullptr;
+  if (forced != 0) {
+    Fp8Plan& p = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, bias != nullptr, true, false},
+                          w_scale, x_scale);
+    if (p.ok) outer = &p;
+  }
+  Fp8Plan* plain = nullptr;
+  if (forced != 1 || !outer) {
+    Fp8Plan& p = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, false, false, false});
+    if (p.ok && scratch) plain = &p;
+  }
+  if (!outer && !plain) return false;
+
+  const float alpha = 1.0f, beta = 0.0f;
+  auto run_outer = [&] {
+    // Scale pointers and bias change per call; the descriptor is this thread's alone.
+    set_attr(outer->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale);
+    set_attr(outer->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
+    if (bias) set_attr(outer->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias->raw());
+    KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), outer->op, &alpha, wq, outer->a, xq, outer->b,
+                                     &beta, y.raw(), outer->d, y.raw(), outer->d, &outer->algo,
+                                     ctx.workspace(), ctx.workspace_bytes(), stream));
+  };
+  auto run_plain = [&] {  // the unscaled product into F32 scratch, then scales and bias
+    KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plain->op, &alpha, wq, plain->a, xq, plain->b,
+                                     &beta, scratch, plain->d, scratch, plain->d, &plain->algo,
                                      ctx.workspace(), ctx.workspace_bytes(), stream));
     scale_rows_cols(scratch, x_scale, w_scale, bias, y, m, n, stream);
-    return true;
+  };
+  Fp8Route route = outer ? Fp8Route::kOuter : Fp8Route::kF32;
+  if (outer && plain) {
+    const RouteKey key{ctx.handle(), n, k, ldw, ldx, bias != nullptr, pow2_at_least(m)};
+    auto& chosen = routes();
+    if (auto it = chosen.find(key); it != chosen.end()) {
+      route = it->second;
+    } else {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      KITE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+      if (capturing == cudaStreamCaptureStatusNone) {  // timing needs an eager stream
+        const float t_outer = time_route(stream, run_outer);
+        const float t_plain = time_route(stream, run_plain);
+        route = t_outer <= t_plain ? Fp8Route::kOuter : Fp8Route::kF32;
+        chosen.emplace(key, route);
+        if (std::getenv("KITE_CUDA_FP8_ROUTE_LOG"))
+          std::fprintf(stderr,
+                       "w8a8 gemm: M %lld (bucket %lld) N %lld K %lld: outer vectors %.1f us, "
+                       "F32 + scales %.1f us\n",
+                       static_cast<long long>(m), static_cast<long long>(pow2_at_least(m)),
+                       static_cast<long long>(n), static_cast<long long>(k), t_outer * 1e3,
+                       t_plain * 1e3);
+      }
+    }
   }
-  // Scale pointers and bias change per call; the descriptor is this thread's alone.
-  set_attr(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale);
-  set_attr(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
-  if (bias) set_attr(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias->raw());
-  const float alpha = 1.0f, beta = 0.0f;
-  KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.op, &alpha, wq, plan.a, xq, plan.b, &beta,
-                                   y.raw(), plan.d, y.raw(), plan.d, &plan.algo, ctx.workspace(),
-                                   ctx.workspace_bytes(), stream));
+  if (route == Fp8Route::kOuter)
+    run_outer();
+  else
+    run_plain();
+  g_last_route = route == Fp8Route::kOuter ? 1 : 0;
   return true;
 }
+
+void set_fp8_lt_route_override(int route) { g_route_override = route; }
+int fp8_lt_last_route() { return g_last_route; }
 
 bool int8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, int64_t n,
                        int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
