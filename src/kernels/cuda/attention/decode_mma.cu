@@ -36,6 +36,11 @@ constexpr int kRows = 16;    // query heads per block
 constexpr int kBlockN = 64;  // keys per tile, 16 per warp
 constexpr int kMaxSplits = 256;
 constexpr int kFp8Stages = 4;  // raw FP8 tiles in the ring (KVF8)
+constexpr float kLazyLog2 = 8.0f;  // how far a score may pass a row's reference max (log2)
+// Row stride of the merge's fp32 accumulators: DV + 1 spreads a warp's stores over the banks
+// (DV would put the 8 lanes of a fragment column on one bank: 8-way conflicts in ncu).
+template <int DV>
+constexpr int kAccStride = DV + 1;
 // One key tile per split at least: a short context at batch 1 (8 kv heads) still spreads over
 // ~100 blocks of one tile each instead of a few blocks walking 4+ tiles one after another.
 // KITE_CUDA_DECODE_SPLIT_KEYS overrides it (an A/B switch; the last value was 256).
@@ -51,8 +56,8 @@ struct DecodeLayout {
   static constexpr int kStages = KVF8 ? kFp8Stages : 2;
   static constexpr int kKBytes = kBlockN * DQK * kElem;
   static constexpr int kStageBytes = kBlockN * (DQK + DV) * kElem;
-  // The merge reuses the stages: per warp, acc [16][DV] then max and sum [16] each.
-  static constexpr int kMergeBytes = kWarps * kRows * (DV + 2) * 4;
+  // The merge reuses the stages: per warp, acc [16][kAccStride] then max and sum [16] each.
+  static constexpr int kMergeBytes = kWarps * kRows * (kAccStride<DV> + 2) * 4;
   static_assert(kMergeBytes <= kStages * kStageBytes, "merge scratch must fit in the stages");
   static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
 };
@@ -201,20 +206,32 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t key = key_base + nt * 8 + 2 * t + (e & 1);
         s[nt][e] = key < k_end ? s[nt][e] * score_scale : -INFINITY;
       }
+    // Lazy rescaling: a row's reference max m moves only when a score passes it by more than
+    // kLazyLog2, so p = 2^(s - m) <= 2^kLazyLog2 (fine in fp16 / bf16, and l and o are fp32),
+    // and the rescale of o (DV / 4 multiplies per thread) runs only in the warp's few tiles
+    // where some row moved. The merge and the split combine use whatever m each warp kept.
+    float mx[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      mx[r] = quad_max(fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+    const bool moves = mx[0] > m[0] + kLazyLog2 || mx[1] > m[1] + kLazyLog2;
+    if (__any_sync(0xffffffffu, moves)) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = mx[r] > m[r] + kLazyLog2 ? mx[r] : m[r];
+        const float corr = m_new == m[r] ? 1.0f : exp2f(m[r] - m_new);  // 0 from -inf
+        m[r] = m_new;
+        l[r] *= corr;
+#pragma unroll
+        for (int dt = 0; dt < DV / 8; ++dt) {
+          o[dt][2 * r] *= corr;
+          o[dt][2 * r + 1] *= corr;
+        }
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float mx =
-          quad_max(fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
-      const float m_new = fmaxf(m[r], mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = exp2f(m[r] - m_use);
-      m[r] = m_new;
-      l[r] *= corr;
-#pragma unroll
-      for (int dt = 0; dt < DV / 8; ++dt) {
-        o[dt][2 * r] *= corr;
-        o[dt][2 * r + 1] *= corr;
-      }
+      const float m_use = m[r] == -INFINITY ? 0.0f : m[r];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
@@ -249,8 +266,9 @@ __global__ void __launch_bounds__(kThreads)
   // FP8's last real copies were waited for before its last tile was used, and BF16's loop
   // ended on a barrier).
   const bool any_bad = __syncthreads_or(!ok) || bad_seq;
-  float* sm_acc = reinterpret_cast<float*>(smem + L::kQBytes);  // [warp][row][DV]
-  float* sm_m = sm_acc + kWarps * kRows * DV;                   // [warp][row]
+  constexpr int kAcc = kAccStride<DV>;
+  float* sm_acc = reinterpret_cast<float*>(smem + L::kQBytes);  // [warp][row][kAcc]
+  float* sm_m = sm_acc + kWarps * kRows * kAcc;                 // [warp][row]
   float* sm_l = sm_m + kWarps * kRows;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -260,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
       sm_m[warp * kRows + row] = m[r];
       sm_l[warp * kRows + row] = total;
     }
-    float* acc = sm_acc + (warp * kRows + row) * DV;
+    float* acc = sm_acc + (warp * kRows + row) * kAcc;
 #pragma unroll
     for (int dt = 0; dt < DV / 8; ++dt) {
       if constexpr (KVF8) {  // the P·V dim order of fp8_raw_tile.cuh
@@ -284,7 +302,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) {
       const float mw = sm_m[w * kRows + row];
       const float e = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
-      a += e * sm_acc[(w * kRows + row) * DV + d];
+      a += e * sm_acc[(w * kRows + row) * kAcc + d];
       sum += e * sm_l[w * kRows + row];
     }
     if constexpr (KVF8) a *= p.v_scale;
