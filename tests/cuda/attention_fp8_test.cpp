@@ -3,7 +3,8 @@
 // FP8 bytes with the same scales (ops::paged_attention, kernels/cpu) within the BF16 tolerance
 // of the BF16-cache tests; rope_and_cache must store exactly the codes the CPU's
 // ops::write_cache stores for the same BF16 values. Random batches as attention_mma_test.cpp:
-// GQA decode and prefill (head dims 64, 128, 192/128) and MLA decode (576/512, one cache).
+// GQA decode and prefill (head dims 64, 128, 192/128) and MLA decode and prefill (576/512, one
+// cache).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -116,6 +117,10 @@ TEST(CudaAttentionFp8, DecodeAndPrefillMatchCpuOnTheSameCodes) {
   mla.shared_kv = true;
   mla.block_size = 64;
   check_fp8(mla, true, rng);
+  // MLA prefill (a prompt over a prefix, a fresh prompt) on the MLA decode kernel.
+  mla.name = "mla prefill";
+  mla.seqs = {{300, 120}, {70, 70}};
+  check_fp8(mla, false, rng);
 }
 
 TEST(CudaAttentionFp8, RopeAndCacheStoresTheCpuCodes) {

@@ -145,6 +145,17 @@ std::vector<AttnCase> prefill_cases() {
        .dv = 512,
        .block_size = 64,
        .shared_kv = true},
+      // MLA prefill runs on the MLA decode kernel, one virtual sequence per prompt token:
+      // a long chunk over a prefix (several key tiles and splits per token), a decode row, a
+      // sequence with no queries, a fresh prompt; 32 heads = two 16-head blocks.
+      {.name = "mla_absorbed_mix",
+       .seqs = {{600, 300}, {16, 1}, {40, 0}, {200, 200}},
+       .heads = 32,
+       .kv_heads = 1,
+       .dqk = 576,
+       .dv = 512,
+       .block_size = 64,
+       .shared_kv = true},
       {.name = "kite_tiny_80_64",
        .seqs = {{33, 33}, {20, 4}},
        .heads = 4,

@@ -19,6 +19,9 @@ struct KernelParams {
   const int32_t* query_start = nullptr;  // prefill
   const int32_t* seq_lens = nullptr;
   const int32_t* block_tables = nullptr;
+  // decode_mla only: query row r reads block_tables row row_seq[r] (prompt tokens run as one
+  // virtual sequence each: try_prefill_mla); null = row r.
+  const int32_t* row_seq = nullptr;
   float* part_acc = nullptr;  // decode with splits > 1: [S, H, splits, DV]
   float* part_ml = nullptr;   // [S, H, splits, 2]: max and sum
   int num_tokens = 0, num_seqs = 0, num_heads = 0, num_kv_heads = 0;
@@ -48,6 +51,12 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
                     cudaStream_t stream);
 bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
                     cudaStream_t stream);
+// Absorbed-MLA prefill through the MLA decode kernel: prompt token i of a sequence becomes a
+// virtual sequence of its own (its keys [0, seq_len - q_len + i]) sharing the real one's block
+// table, so the tensor-core decode kernel serves prompts too (the CUDA-core prefill kernel
+// was ~10 ms per layer at 2048 tokens). Same coverage test as try_decode_mla.
+bool try_prefill_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                     cudaStream_t stream);
 
 // The fewest keys a decode split takes: `tile` (one key tile, so a short context at batch 1
 // still spreads over many blocks) unless the environment variable `env` (an A/B switch) asks

@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   const PagedKv kv{p.k_cache,
                    nullptr,
-                   p.block_tables + int64_t{seq} * p.max_blocks_per_seq,
+                   p.block_tables + int64_t{p.row_seq ? p.row_seq[seq] : seq} * p.max_blocks_per_seq,
                    p.block_size,
                    p.num_blocks,
                    p.k_slot_stride,
@@ -268,13 +268,38 @@ void run_decode_mla(const KernelParams& p, int head_blocks, cudaStream_t stream)
   KITE_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
-                    cudaStream_t stream) {
+bool covers_mla(const KernelParams& p) {
   const bool shared = p.v_cache == p.k_cache && p.v_slot_stride == p.k_slot_stride;
-  if (!p.bf16 || p.head_dim_qk != kDqk || p.head_dim_v != kDv || p.num_kv_heads != 1 || !shared)
-    return false;
+  return p.bf16 && p.head_dim_qk == kDqk && p.head_dim_v == kDv && p.num_kv_heads == 1 && shared;
+}
+
+// Token t of a prefill batch: its sequence (the last s with query_start[s] <= t) and how many
+// keys it sees (its causal prefix, itself included).
+__global__ void virtual_sequences_kernel(const int32_t* __restrict__ query_start,
+                                         const int32_t* __restrict__ seq_lens, int num_seqs,
+                                         int num_tokens, int32_t* __restrict__ row_seq,
+                                         int32_t* __restrict__ lens) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= num_tokens) return;
+  int lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (query_start[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int q_len = query_start[lo + 1] - query_start[lo];
+  row_seq[t] = lo;
+  lens[t] = seq_lens[lo] - q_len + (t - query_start[lo]) + 1;
+}
+
+// Chooses p's split fields, reserves `extra_bytes` (handed to `prepare`, which runs first) and
+// the split partials in one reservation (a workspace without an allocator hands out one buffer
+// per reservation), and launches.
+template <typename Prepare>
+bool run_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+             size_t extra_bytes, const Prepare& prepare, cudaStream_t stream) {
   // 16-head groups per block. Measured on the H200 (NOTES.md, 2026-11-29): for 128 heads,
   // blocks of 64 heads (HB 4, 8 warps, 3 stages, one block per SM) ran 714 us against 638 us
   // for blocks of 16 (HB 1, two blocks per SM): MLA with 128 heads is compute-bound (240
@@ -296,17 +321,51 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   }
   p.keys_per_split =
       ((max_len + p.num_splits - 1) / p.num_splits + kBlockN - 1) / kBlockN * kBlockN;
+  const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
+  const size_t acc_floats =
+      p.num_splits > 1 ? static_cast<size_t>(rows) * p.num_splits * kDv : 0;
+  const size_t ml_floats = p.num_splits > 1 ? static_cast<size_t>(rows) * p.num_splits * 2 : 0;
+  const size_t extra = (extra_bytes + 255) / 256 * 256;
+  const size_t total = extra + (acc_floats + ml_floats) * sizeof(float);
+  char* base = total > 0 ? static_cast<char*>(workspace.reserve(total)) : nullptr;
+  prepare(base);
   if (p.num_splits > 1) {
-    const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
-    const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * kDv;
-    const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
-    auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
-    p.part_acc = base;
-    p.part_ml = base + acc_floats;
+    p.part_acc = reinterpret_cast<float*>(base + extra);
+    p.part_ml = p.part_acc + acc_floats;
   }
   run_decode_mla<1, 4, 2>(p, head_blocks, stream);
   if (p.num_splits > 1) launch_decode_combine(p, stream);
   return true;
+}
+
+}  // namespace
+
+bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                    cudaStream_t stream) {
+  if (!covers_mla(p)) return false;
+  return run_mla(p, args, workspace, 0, [](char*) {}, stream);
+}
+
+bool try_prefill_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
+                     cudaStream_t stream) {
+  if (!covers_mla(p) || p.num_tokens <= 0 || p.query_start == nullptr) return false;
+  KernelParams v = p;
+  const KernelParams real = p;
+  v.num_seqs = p.num_tokens;
+  v.query_start = nullptr;
+  const size_t ints = static_cast<size_t>(p.num_tokens) * 2 * sizeof(int32_t);
+  return run_mla(
+      v, args, workspace, ints,
+      [&](char* base) {
+        auto* row_seq = reinterpret_cast<int32_t*>(base);
+        v.row_seq = row_seq;
+        v.seq_lens = row_seq + real.num_tokens;
+        virtual_sequences_kernel<<<(real.num_tokens + 127) / 128, 128, 0, stream>>>(
+            real.query_start, real.seq_lens, real.num_seqs, real.num_tokens, row_seq,
+            row_seq + real.num_tokens);
+        KITE_CUDA_CHECK_LAUNCH();
+      },
+      stream);
 }
 
 }  // namespace kite::cuda::attention

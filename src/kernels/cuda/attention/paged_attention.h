@@ -75,7 +75,11 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
 
 // Any batch (prefill, chunked prefill with a cached prefix, decode rows mixed in), causal,
 // variable lengths in one launch. Rows of a sequence with more queries than keys are NaN.
+// Absorbed MLA (576 / 512, one shared latent cache) runs on the MLA decode kernel with each
+// prompt token as a sequence of its own; it takes scratch from `workspace` (null: a buffer of
+// the calling thread's, grown on demand).
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                             const PagedAttentionArgs& args, Tensor& out, cudaStream_t stream);
+                             const PagedAttentionArgs& args, Tensor& out, cudaStream_t stream,
+                             AttentionWorkspace* workspace = nullptr);
 
 }  // namespace kite::cuda

@@ -72,10 +72,13 @@ void run_prefill(const KernelParams& p, int64_t max_query_len, cudaStream_t stre
 }  // namespace
 
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                             const PagedAttentionArgs& args, Tensor& out, cudaStream_t stream) {
-  const KernelParams p = attention::check_and_describe("paged_prefill_attention", q, k_cache,
-                                                       v_cache, args, out, /*decode=*/false);
+                             const PagedAttentionArgs& args, Tensor& out, cudaStream_t stream,
+                             AttentionWorkspace* workspace) {
+  KernelParams p = attention::check_and_describe("paged_prefill_attention", q, k_cache, v_cache,
+                                                 args, out, /*decode=*/false);
   if (p.num_seqs == 0 || p.num_heads == 0 || p.num_tokens == 0) return;
+  static thread_local AttentionWorkspace own;
+  if (attention::try_prefill_mla(p, args, workspace ? *workspace : own, stream)) return;
   if (attention::try_prefill_mma(p, args.max_query_len, stream)) return;
   KITE_CUDA_OP_CHECK(!p.kv_fp8, "paged_prefill_attention",
                      "FP8 caches need a tensor-core prefill kernel for head dims (" +

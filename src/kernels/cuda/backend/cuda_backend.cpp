@@ -368,13 +368,12 @@ class CudaBackend final : public Backend {
     args.k_scale = k_scale_;
     // One cache for K and V (MLA's latent): one scale, as the CPU reads it.
     args.v_scale = v_cache.raw() == k_cache.raw() ? k_scale_ : v_scale_;
-    if (step_.decode) {
-      const ScratchArena::Mark before = arena_.mark();
+    const ScratchArena::Mark before = arena_.mark();
+    if (step_.decode)
       paged_decode_attention(q, k_cache, v_cache, args, attention_ws_, out, stream_);
-      arena_.rewind(before);  // the split partials are merged inside the op
-    } else {
-      paged_prefill_attention(q, k_cache, v_cache, args, out, stream_);
-    }
+    else
+      paged_prefill_attention(q, k_cache, v_cache, args, out, stream_, &attention_ws_);
+    arena_.rewind(before);  // split partials (and MLA prefill's per-token rows) die in the op
   }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     if (replaying()) return;
