@@ -57,25 +57,20 @@ __device__ __forceinline__ uint32_t raw_pair(int row, int p) {
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_raw_fp8_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                                    int key0, int valid_end, int tid) {
-  static_assert(THREADS % 8 == 0 && ROWS % (THREADS / 8) == 0, "rows must split over threads");
-  constexpr int kRowsPerPass = THREADS / 8;
   const int c0 = tid % 8;
-  bool ok = true;
+  return for_each_kv_row<ROWS, THREADS>(
+      kv, key0, valid_end, tid, [&](int, int row, bool valid, int64_t k_at, int64_t v_at) {
+        const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
+        const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
 #pragma unroll
-  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
-    const int row = tid / 8 + i * kRowsPerPass;
-    int64_t k_at, v_at;
-    const bool valid = kv_row_at(kv, key0 + row, valid_end, k_at, v_at, ok);
-    const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
-    const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
+        for (int c = c0; c < DK / 16; c += 8)
+          cp_async16(k_tile + raw_pair<DK, false>(row, c / 2) + (c & 1) * 16, k_src + c * 16,
+                     valid);
 #pragma unroll
-    for (int c = c0; c < DK / 16; c += 8)
-      cp_async16(k_tile + raw_pair<DK, false>(row, c / 2) + (c & 1) * 16, k_src + c * 16, valid);
-#pragma unroll
-    for (int c = c0; c < DV / 16; c += 8)
-      cp_async16(v_tile + raw_pair<DV, true>(row, c / 2) + (c & 1) * 16, v_src + c * 16, valid);
-  }
-  return ok;
+        for (int c = c0; c < DV / 16; c += 8)
+          cp_async16(v_tile + raw_pair<DV, true>(row, c / 2) + (c & 1) * 16, v_src + c * 16,
+                     valid);
+      });
 }
 
 // Q·K^T's B fragments for k-steps 2P and 2P + 1 of key row `row`: b[0..1] step 2P, b[2..3]

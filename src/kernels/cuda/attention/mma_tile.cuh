@@ -178,6 +178,26 @@ __device__ __forceinline__ bool kv_row_at(const PagedKv& kv, int key, int valid_
   return true;
 }
 
+// The rows of keys [key0, key0 + ROWS) a thread handles when eight threads share a row: rows
+// tid / 8 + i * THREADS / 8, each looked up once (kv_row_at) and handed to f(i, row, valid,
+// k_at, v_at) (i a constant once unrolled). Returns false when a block id it needed was outside
+// the cache.
+template <int ROWS, int THREADS, typename F>
+__device__ __forceinline__ bool for_each_kv_row(const PagedKv& kv, int key0, int valid_end,
+                                                int tid, F&& f) {
+  static_assert(THREADS % 8 == 0 && ROWS % (THREADS / 8) == 0, "rows must split over threads");
+  constexpr int kRowsPerPass = THREADS / 8;
+  bool ok = true;
+#pragma unroll
+  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
+    const int row = tid / 8 + i * kRowsPerPass;
+    int64_t k_at, v_at;
+    const bool valid = kv_row_at(kv, key0 + row, valid_end, k_at, v_at, ok);
+    f(i, row, valid, k_at, v_at);
+  }
+  return ok;
+}
+
 // Starts the copy of keys [key0, key0 + ROWS) into swizzled tiles of K (DK-wide) and V
 // (DV-wide: the first DV values of each V row, so V can be a prefix of the MLA latent row).
 // Eight threads share a row (chunks c, c + 8, ...), so each thread looks up the block table
@@ -191,15 +211,9 @@ __device__ __forceinline__ bool kv_row_at(const PagedKv& kv, int key, int valid_
 template <int DK, int DV, int ROWS, int THREADS>
 __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const PagedKv& kv,
                                               int key0, int valid_end, int tid) {
-  static_assert(THREADS % 8 == 0 && ROWS % (THREADS / 8) == 0, "rows must split over threads");
-  constexpr int kRowsPerPass = THREADS / 8;
   const int c0 = tid % 8;
-  bool ok = true;
-#pragma unroll
-  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
-    const int row = tid / 8 + i * kRowsPerPass;
-    int64_t k_at, v_at;
-    const bool valid = kv_row_at(kv, key0 + row, valid_end, k_at, v_at, ok);
+  return for_each_kv_row<ROWS, THREADS>(kv, key0, valid_end, tid, [&](int, int row, bool valid,
+                                                                      int64_t k_at, int64_t v_at) {
     if (kv.fp8) {
       const uint8_t* k_src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
       const uint8_t* v_src = static_cast<const uint8_t*>(kv.v_cache) + v_at;
@@ -213,7 +227,7 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
         fp8x8_to_bf16(v_tile + swz<DV>(row, c),
                       valid ? *reinterpret_cast<const uint2*>(v_src + c * 8) : make_uint2(0, 0),
                       kv.v_scale);
-      continue;
+      return;
     }
     const bf16* k_src = static_cast<const bf16*>(kv.k_cache) + k_at;
     const bf16* v_src = static_cast<const bf16*>(kv.v_cache) + v_at;
@@ -221,8 +235,7 @@ __device__ __forceinline__ bool load_kv_tiles(char* k_tile, char* v_tile, const 
     for (int c = c0; c < DK / 8; c += 8) cp_async16(k_tile + swz<DK>(row, c), k_src + c * 8, valid);
 #pragma unroll
     for (int c = c0; c < DV / 8; c += 8) cp_async16(v_tile + swz<DV>(row, c), v_src + c * 8, valid);
-  }
-  return ok;
+  });
 }
 
 // An FP8 K/V tile in two steps, so its loads are in flight while the previous tile is used:
@@ -260,15 +273,11 @@ struct Fp8KvFetch {
 
   __device__ __forceinline__ bool fetch(const PagedKv& kv, int key0, int valid_end, int tid) {
     const int c0 = tid % 8;
-    bool ok = true;
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      int64_t k_at, v_at;
-      const bool valid = kv_row_at(kv, key0 + tid / 8 + i * kRowsPerPass, valid_end, k_at, v_at, ok);
-      load(k[i], static_cast<const uint8_t*>(kv.k_cache) + k_at + c0 * kKC * 8, valid);
-      load(v[i], static_cast<const uint8_t*>(kv.v_cache) + v_at + c0 * kVC * 8, valid);
-    }
-    return ok;
+    return for_each_kv_row<ROWS, THREADS>(
+        kv, key0, valid_end, tid, [&](int i, int, bool valid, int64_t k_at, int64_t v_at) {
+          load(k[i], static_cast<const uint8_t*>(kv.k_cache) + k_at + c0 * kKC * 8, valid);
+          load(v[i], static_cast<const uint8_t*>(kv.v_cache) + v_at + c0 * kVC * 8, valid);
+        });
   }
 
   __device__ __forceinline__ void store(char* k_tile, char* v_tile, const PagedKv& kv,
