@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       }
       if constexpr (kW4F) {
         if (on) {
-          const int64_t so = static_cast<int64_t>(c / p.chunks_per_group) * p.n_pad + row_g;
+          const int64_t so = static_cast<int64_t>(group_of_chunk(p, c)) * p.n_pad + row_g;
           o.ws[u][0] = __ldg(p.wscale + so);
           o.ws[u][1] = __ldg(p.wscale + so + 8);
           o.wz[u][0] = __ldg(p.zeros + so);

@@ -101,6 +101,15 @@ struct KParams {
   int k_real;
 };
 
+// The group (W4) or scale column (FP8 block) of 64-channel chunk c >= 0: a shift when
+// chunks_per_group is a power of two (group 128: 2), else an integer division (~20
+// instructions, in every chunk of the decode kernels' loops).
+__device__ __forceinline__ int group_of_chunk(const KParams& p, int c) {
+  const unsigned cpg = static_cast<unsigned>(p.chunks_per_group);
+  if ((cpg & (cpg - 1)) == 0) return c >> (__ffs(p.chunks_per_group) - 1);
+  return c / p.chunks_per_group;
+}
+
 template <typename TOut>
 __device__ __forceinline__ void store_y(const KParams& p, int tok, int row, float v) {
   if (p.seg_count <= 1) {

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
         if constexpr (kW4F) {
           wv[u][0] = __ldcs(reinterpret_cast<const uint4*>(p.codes) +
                             (static_cast<int64_t>(tile) * p.nchunks + c) * 32 + lane);
-          const int64_t so = static_cast<int64_t>(c / p.chunks_per_group) * p.n_pad + row_g;
+          const int64_t so = static_cast<int64_t>(group_of_chunk(p, c)) * p.n_pad + row_g;
           ws[u][0] = __ldg(p.wscale + so);
           ws[u][1] = __ldg(p.wscale + so + 8);
           wz[u][0] = __ldg(p.zeros + so);
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
           acc[j][3] = fmaf(ct[j][3], s1, acc[j][3]);
         }
       } else if constexpr (F == kFp8Blk) {
-        const int kb = c / p.chunks_per_group;
+        const int kb = group_of_chunk(p, c);
         const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
         const float sw0 =
             __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
@@ -322,7 +322,7 @@ __device__ __forceinline__ void dec_load_w(const KParams& p, int tile, int row_g
   if constexpr (F == kW4) {
     wv[0] = __ldcs(reinterpret_cast<const uint4*>(p.codes) +
                    (static_cast<int64_t>(tile) * p.nchunks + c) * 32 + lane);
-    const int64_t so = static_cast<int64_t>(c / p.chunks_per_group) * p.n_pad + row_g;
+    const int64_t so = static_cast<int64_t>(group_of_chunk(p, c)) * p.n_pad + row_g;
     ws[0] = __ldg(p.wscale + so);
     ws[1] = __ldg(p.wscale + so + 8);
     wz[0] = __ldg(p.zeros + so);
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
           acc[2] = fmaf(ct[2], ws[u][1], acc[2]);
           acc[3] = fmaf(ct[3], ws[u][1], acc[3]);
         } else if constexpr (F == kFp8Blk) {
-          const int kb = c / p.chunks_per_group;
+          const int kb = group_of_chunk(p, c);
           const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
           const float sw0 =
               __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
