@@ -55,8 +55,8 @@ bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
 // virtual sequence of its own (its keys [0, seq_len - q_len + i]) sharing the real one's block
 // table, so the tensor-core decode kernel serves prompts too (the CUDA-core prefill kernel
 // was ~10 ms per layer at 2048 tokens). Same coverage test as try_decode_mla.
-bool try_prefill_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
-                     cudaStream_t stream);
+bool try_prefill_mla(const KernelParams& p, const PagedAttentionArgs& args,
+                     AttentionWorkspace& workspace, cudaStream_t stream);
 
 // The fewest keys a decode split takes: `tile` (one key tile, so a short context at batch 1
 // still spreads over many blocks) unless the environment variable `env` (an A/B switch) asks

@@ -346,11 +346,10 @@ bool try_decode_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   return run_mla(p, args, workspace, 0, [](char*) {}, stream);
 }
 
-bool try_prefill_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
-                     cudaStream_t stream) {
+bool try_prefill_mla(const KernelParams& p, const PagedAttentionArgs& args,
+                     AttentionWorkspace& workspace, cudaStream_t stream) {
   if (!covers_mla(p) || p.num_tokens <= 0 || p.query_start == nullptr) return false;
-  KernelParams v = p;
-  const KernelParams real = p;
+  KernelParams v = p;  // one virtual sequence per prompt token
   v.num_seqs = p.num_tokens;
   v.query_start = nullptr;
   const size_t ints = static_cast<size_t>(p.num_tokens) * 2 * sizeof(int32_t);
@@ -359,10 +358,9 @@ bool try_prefill_mla(KernelParams& p, const PagedAttentionArgs& args, AttentionW
       [&](char* base) {
         auto* row_seq = reinterpret_cast<int32_t*>(base);
         v.row_seq = row_seq;
-        v.seq_lens = row_seq + real.num_tokens;
-        virtual_sequences_kernel<<<(real.num_tokens + 127) / 128, 128, 0, stream>>>(
-            real.query_start, real.seq_lens, real.num_seqs, real.num_tokens, row_seq,
-            row_seq + real.num_tokens);
+        v.seq_lens = row_seq + p.num_tokens;
+        virtual_sequences_kernel<<<(p.num_tokens + 127) / 128, 128, 0, stream>>>(
+            p.query_start, p.seq_lens, p.num_seqs, p.num_tokens, row_seq, row_seq + p.num_tokens);
         KITE_CUDA_CHECK_LAUNCH();
       },
       stream);

@@ -74,8 +74,8 @@ void run_prefill(const KernelParams& p, int64_t max_query_len, cudaStream_t stre
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                              const PagedAttentionArgs& args, Tensor& out, cudaStream_t stream,
                              AttentionWorkspace* workspace) {
-  KernelParams p = attention::check_and_describe("paged_prefill_attention", q, k_cache, v_cache,
-                                                 args, out, /*decode=*/false);
+  const KernelParams p = attention::check_and_describe("paged_prefill_attention", q, k_cache,
+                                                       v_cache, args, out, /*decode=*/false);
   if (p.num_seqs == 0 || p.num_heads == 0 || p.num_tokens == 0) return;
   static thread_local AttentionWorkspace own;
   if (attention::try_prefill_mla(p, args, workspace ? *workspace : own, stream)) return;
