@@ -154,19 +154,21 @@ __global__ void __launch_bounds__(kThreads)
   const float score_scale = KVF8 ? p.k_scale : p.scale_log2;
 
   for (int j = 0; j < n_tiles; ++j) {
-    if (KVF8) {
-      cp_async_wait<L::kStages - 2>();  // tile j (the groups after it: j + 1 .. j + kStages - 2)
+    if constexpr (KVF8) {
+      // Tile j has landed (the groups after it are tiles j + 1 .. j + kStages - 2), and every
+      // warp is done with tile j - 1, whose stage tile j + kStages - 1 now takes.
+      cp_async_wait<L::kStages - 2>();
+      __syncthreads();
+      if (j + L::kStages - 1 < n_tiles) ok &= load_raw(j + L::kStages - 1);
+      cp_async_commit();
     } else if (j + 1 < n_tiles) {
       ok &= load_stage(j + 1, stages + ((j + 1) & 1) * L::kStageBytes);
       cp_async_commit();
       cp_async_wait<1>();
+      __syncthreads();
     } else {
       cp_async_wait<0>();
-    }
-    __syncthreads();
-    if constexpr (KVF8) {  // every warp is done with tile j - 1, whose stage tile j + 3 takes
-      if (j + L::kStages - 1 < n_tiles) ok &= load_raw(j + L::kStages - 1);
-      cp_async_commit();
+      __syncthreads();
     }
     const char* const stage = stages + (j % L::kStages) * L::kStageBytes;
     const uint32_t sk = smem_addr(stage);
