@@ -115,11 +115,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   load.smoothquant_alpha = config.smoothquant_alpha;
   KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(config.model_dir, load));
   const KvCacheSpec spec = engine_kv_spec(*model, config);
-  // The GPU's FP8 caches are read by the tensor-core GQA kernels; MLA's latent cache is not yet.
-  if (device != Device::kCpu && spec.dtype == DType::kF8E4M3 && spec.shares_kv)
-    return unsupported(
-        "--kv-cache-dtype fp8 with MLA (DeepSeek) models runs on the CPU backend only so far; "
-        "use --device cpu or the default KV dtype");
+  // Refused here, before any request, rather than at the first attention call.
+  if (spec.dtype == DType::kF8E4M3 &&
+      !model->backend().reads_fp8_kv(spec.k_head_dim, spec.v_head_dim, spec.shares_kv))
+    return unsupported("--kv-cache-dtype fp8: the " + std::string(device_name(device)) +
+                       " backend has no attention kernel for FP8 caches of this model's shape (" +
+                       (spec.shares_kv ? "a latent cache of " + std::to_string(spec.k_head_dim)
+                                       : "heads of " + std::to_string(spec.k_head_dim) + " / " +
+                                             std::to_string(spec.v_head_dim)) +
+                       " dims); use --device cpu or the default KV dtype");
   KITE_ASSIGN_OR_RETURN(const int64_t num_blocks, kv_cache_blocks(*model, spec, config));
   // After the profiling forward: graphs are captured from real decode steps only.
   model->backend().set_step_graphs(config.enforce_eager ? 0 : config.max_num_seqs);

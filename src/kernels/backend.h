@@ -191,6 +191,12 @@ class Backend {
                                          const Tensor& shared_gate_up, const Tensor& shared_down) {
     return Tensor();
   }
+  // Whether attention() reads FP8 KV caches of this layout (a KvCacheSpec's k / v head dims;
+  // shared_kv: MLA's one latent cache). The CPU reads every layout; the CUDA backend the
+  // shapes its tensor-core kernels cover.
+  virtual bool reads_fp8_kv(int64_t k_head_dim, int64_t v_head_dim, bool shared_kv) const {
+    return true;
+  }
   // FP8 KV-cache scales of the layer about to run (read by rope_and_cache / attention on
   // backends with FP8 caches: the CPU; others ignore them).
   virtual void set_kv_scales(float k_scale, float v_scale) {}
@@ -214,6 +220,15 @@ class Backend {
   virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
   Tensor zeros(const Shape& shape) { return zeros(shape, compute_dtype()); }
 };
+
+// rope_and_cache's MLA form (no v: the latent cache holds both): an FP8 k_cache row wider
+// than k's keeps k's last values, the rope key, as BF16 (KvCacheSpec::fp8_bf16_tail). How
+// many, for the backends' cache writes; 0 for every other cache.
+inline int64_t fp8_cache_bf16_tail(const Tensor& k, const Tensor* v, const Tensor& k_cache) {
+  return !v && k_cache.dtype() == DType::kF8E4M3 && k_cache.size(-1) > k.size(-1)
+             ? k_cache.size(-1) - k.size(-1)
+             : 0;
+}
 
 // Backends by device. The CPU backend is always present; the CUDA one registers itself when
 // the binary links it (register_cuda_backend() in kernels/cuda/backend/cuda_backend.h).

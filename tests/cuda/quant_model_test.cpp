@@ -11,9 +11,12 @@
 // tokenizer); the kernels are the same. Dummy quantized weights must run and give finite logits.
 // And FP8 KV caches (below).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "kernels/cuda/backend/cuda_backend.h"
@@ -151,6 +154,57 @@ TEST(CudaQuantModel, Fp8KvCacheMatchesTheCpu) {
       EXPECT_LT(err, std::max(3e-2, 1.5 * kv_err)) << "step " << s;
     }
   }
+}
+
+// MLA with the FP8 latent cache (512 FP8 codes + the 64-dim rope key as BF16 per token) on the
+// GPU, end to end through the model: the backend writes the rope key as BF16
+// (fp8_cache_bf16_tail), the MLA kernel reads it back, prefill and decode. No fixture has
+// DeepSeek's 576-wide latent (the only one the GPU's MLA kernel reads) and the GPU's dummy
+// matrices are not the CPU's (cuda_backend.cpp), so this is a small DeepSeek-V2 of dummy
+// weights with that latent (2 layers: dense, then 4 routed experts top-2 + 1 shared; 4 heads),
+// its FP8-cache logits against its own BF16-cache logits. The kernels are held to the CPU's
+// codes and outputs exactly (attention_fp8_test.cpp); what this catches is plumbing that
+// breaks the cache outright (a rope key unwritten or read from the wrong bytes gives unrelated
+// scores), within a bound well above what E4M3 rounding of the latent moves the logits here
+// (4-7 %, measured on the H200; the CPU's own FP8-vs-F32 distance on its dummy weights: 4-15 %).
+std::string write_mla576_config() {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kite_mla576_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({
+    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+    "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128,
+    "num_hidden_layers": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+    "n_group": 1, "topk_group": 1, "topk_method": "greedy", "scoring_func": "softmax",
+    "norm_topk_prob": false, "routed_scaling_factor": 1.0,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": null,
+    "kv_lora_rank": 512, "qk_nope_head_dim": 32, "qk_rope_head_dim": 64, "v_head_dim": 32,
+    "hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000,
+    "max_position_embeddings": 4096, "vocab_size": 512, "tie_word_embeddings": false,
+    "bos_token_id": 0, "eos_token_id": 1, "torch_dtype": "bfloat16"})";
+  return dir.string();
+}
+
+TEST(CudaQuantModel, MlaFp8LatentCacheTracksTheBf16Cache) {
+  const std::string dir = write_mla576_config();
+  auto gpu = load(dir, Device::kCuda, QuantMethod::kNone, LoadFormat::kDummy);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  KvCacheSpec spec = (*gpu)->kv_cache_spec();
+  spec.dtype = DType::kF8E4M3;
+  EXPECT_EQ(spec.k_row(), 640);  // 512 codes + 64 BF16 values
+  EXPECT_TRUE((*gpu)->backend().reads_fp8_kv(576, 576, true));
+  EXPECT_FALSE((*gpu)->backend().reads_fp8_kv(80, 80, true));  // kite-tiny's latent: refused
+  std::vector<int32_t> ids(40);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 31 + 5) % 500);
+  const auto got = prefill_then_decode(**gpu, DType::kF8E4M3, ids);
+  const auto want = prefill_then_decode(**gpu, DType::kBF16, ids);
+  for (size_t s = 0; s < want.size(); ++s) {
+    const double err = rel_error(got[s], want[s]);
+    std::printf("  mla576 step %zu: FP8 vs BF16 latent cache %.2e\n", s, err);
+    EXPECT_LT(err, 0.15) << "step " << s;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // kite-tiny (trained MLA + MoE with a shared expert) quantized: prefill, then decode steps,

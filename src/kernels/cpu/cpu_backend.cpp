@@ -75,12 +75,7 @@ class CpuBackend final : public Backend {
       ops::rope(*q, q_rot_offset, rot_dim, cos_, sin_, style);
     }
     ops::rope(k, k_rot_offset, rot_dim, cos_, sin_, style);
-    // MLA (no v: the latent cache holds both): an FP8 row wider than k's keeps k's last
-    // values, the rope key, as BF16 (KvCacheSpec::fp8_bf16_tail).
-    const int64_t tail = !v && k_cache.dtype() == DType::kF8E4M3 && k_cache.size(-1) > k.size(-1)
-                             ? k_cache.size(-1) - k.size(-1)
-                             : 0;
-    ops::write_cache(k, step().slot_mapping, k_cache, k_scale_, tail);
+    ops::write_cache(k, step().slot_mapping, k_cache, k_scale_, fp8_cache_bf16_tail(k, v, k_cache));
     if (v) ops::write_cache(*v, step().slot_mapping, *v_cache, v_scale_);
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,

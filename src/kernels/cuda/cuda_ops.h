@@ -78,6 +78,10 @@ struct RopeCacheParams {
   const Tensor* slot_mapping = nullptr;  // I64 [T]
   // FP8 E4M3 caches (with a BF16 k / v) store fp8(x / scale), saturated at +-448.
   float k_scale = 1.0f, v_scale = 1.0f;
+  // FP8 k_cache only: k's last k_bf16_tail dims are stored as BF16 (unscaled, two bytes each)
+  // after the FP8 codes of the others, so a k_cache row is Dk + k_bf16_tail bytes (MLA's rope
+  // key; ops::write_cache's bf16_tail).
+  int64_t k_bf16_tail = 0;
 };
 void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 

@@ -40,6 +40,9 @@ struct RopeTarget {
   T* cache = nullptr;
   uint8_t* cache8 = nullptr;
   float scale = 1.0f;
+  // cache8 only: the last `tail` dims of a head row go as BF16 bits (two bytes each) after the
+  // FP8 codes of the first dim - tail, so a cache row is dim + tail bytes.
+  int tail = 0;
   int heads = 0, dim = 0, rot_offset = -1;
   int heads_per_block = 1, num_chunks = 0;
 };
@@ -96,12 +99,22 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
   if (slot < 0 || slot >= args.num_slots) return;
   // Each thread re-reads what it needs; the rotated values were written by other threads.
   if (rotate) __syncthreads();
-  const int64_t at = (slot * tg.heads + head0) * tg.dim;
   if (tg.cache8) {
-    for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x)
-      tg.cache8[at + e] = __nv_fp8_e4m3(to_float(x[e]) / tg.scale).__x;
+    const int row = tg.dim + tg.tail, coded = tg.dim - tg.tail;
+    uint8_t* dst = tg.cache8 + (slot * tg.heads + head0) * row;
+    for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x) {
+      const int h = e / tg.dim, i = e % tg.dim;
+      if (i < coded) {
+        dst[h * row + i] = __nv_fp8_e4m3(to_float(x[e]) / tg.scale).__x;
+      } else {
+        const bf16 b = __float2bfloat16_rn(to_float(x[e]));
+        *reinterpret_cast<uint16_t*>(dst + h * row + coded + 2 * (i - coded)) =
+            __bfloat16_as_ushort(b);
+      }
+    }
     return;
   }
+  const int64_t at = (slot * tg.heads + head0) * tg.dim;
   T* dst = tg.cache + at;
   for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x) dst[e] = x[e];
 }
@@ -135,12 +148,14 @@ constexpr int64_t kFewTokens = 16;
 // A target over x viewed as [T, heads, dim]; rot_offset < 0 means copy only.
 template <typename T>
 RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t rot_offset,
-                          int64_t rot_dim, Tensor* cache, int64_t tokens, float scale = 1.0f) {
+                          int64_t rot_dim, Tensor* cache, int64_t tokens, float scale = 1.0f,
+                          int64_t bf16_tail = 0) {
   RopeTarget<T> t;
   t.x = static_cast<T*>(const_cast<void*>(x.raw()));
   if (cache && cache->dtype() == DType::kF8E4M3) {
     t.cache8 = static_cast<uint8_t*>(cache->raw());
     t.scale = scale;
+    t.tail = static_cast<int>(bf16_tail);
   } else {
     t.cache = cache ? static_cast<T*>(cache->raw()) : nullptr;
   }
@@ -180,8 +195,9 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
       q.out_rot_offset = static_cast<int>(p.q_out_offset);
     }
   }
-  args.targets[args.num_targets++] = make_target<T>(
-      *p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache, tokens, p.k_scale);
+  args.targets[args.num_targets++] =
+      make_target<T>(*p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache, tokens,
+                     p.k_scale, p.k_bf16_tail);
   if (p.v)
     args.targets[args.num_targets++] = make_target<T>(*p.v, p.v->size(1), p.v->size(2), -1,
                                                       p.rot_dim, p.v_cache, tokens, p.v_scale);
@@ -194,16 +210,22 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
   launch(args, tokens, stream);
 }
 
-// The cache must be [num_blocks, block_size, heads, dim] for a [T, heads, dim] source.
-// An FP8 E4M3 cache is allowed for a BF16 source (stored as fp8(x / scale)).
-void check_cache(const char* op, const Tensor& src, const Tensor& cache, const char* name) {
+// The cache must be [num_blocks, block_size, heads, dim (+ tail)] for a [T, heads, dim] source.
+// An FP8 E4M3 cache is allowed for a BF16 source (stored as fp8(x / scale)), and only it may
+// keep a BF16 tail.
+void check_cache(const char* op, const Tensor& src, const Tensor& cache, const char* name,
+                 int64_t bf16_tail = 0) {
   const bool fp8 = cache.dtype() == DType::kF8E4M3 && src.dtype() == DType::kBF16;
   check_device(cache, fp8 ? DType::kF8E4M3 : src.dtype(), op, name);
+  KITE_CUDA_OP_CHECK(bf16_tail == 0 || (fp8 && bf16_tail > 0 && bf16_tail <= src.size(2)), op,
+                     "a BF16 tail of " + std::to_string(bf16_tail) + " dims needs an FP8 " + name +
+                         " and at most " + std::to_string(src.size(2)) + " dims");
   KITE_CUDA_OP_CHECK(
-      cache.dim() == 4 && cache.size(2) == src.size(1) && cache.size(3) == src.size(2), op,
+      cache.dim() == 4 && cache.size(2) == src.size(1) && cache.size(3) == src.size(2) + bf16_tail,
+      op,
       std::string(name) + " " + shape_to_string(cache.shape()) +
           " must be [num_blocks, block_size, " + std::to_string(src.size(1)) + ", " +
-          std::to_string(src.size(2)) + "]");
+          std::to_string(src.size(2) + bf16_tail) + "]");
 }
 
 }  // namespace
@@ -283,7 +305,7 @@ void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
   check_device(*p.slot_mapping, DType::kI64, kOp, "slot_mapping");
   KITE_CUDA_OP_CHECK(p.slot_mapping->numel() == tokens, kOp,
                      "slot_mapping needs one slot per token (" + std::to_string(tokens) + ")");
-  check_cache(kOp, *p.k, *p.k_cache, "k_cache");
+  check_cache(kOp, *p.k, *p.k_cache, "k_cache", p.k_bf16_tail);
   if (p.q) {
     check_device(*p.q, dtype, kOp, "q");
     check_rope_dims(kOp, *p.q, p.q_rot_offset, p.rot_dim);

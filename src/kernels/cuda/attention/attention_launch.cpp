@@ -48,8 +48,18 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   const int64_t num_blocks = k_cache.size(0), block_size = k_cache.size(1);
   const int64_t kv_heads = k_cache.size(2);
   const bool shared_cache = v_cache.raw() == k_cache.raw() && v_cache.shape() == k_cache.shape();
-  KITE_CUDA_OP_CHECK(k_cache.size(3) == dqk, op,
-                     "k_cache " + shape(k_cache) + " must have head_dim " + std::to_string(dqk));
+  // An FP8 latent cache's rows are wider than q's: their last `tail` values (the rope key) are
+  // BF16, two bytes each (ops::write_cache's bf16_tail).
+  const int64_t tail = kv_fp8 && shared_cache ? k_cache.size(3) - dqk : 0;
+  KITE_CUDA_OP_CHECK(k_cache.size(3) == dqk + tail && tail >= 0, op,
+                     "k_cache " + shape(k_cache) + " must have head_dim " + std::to_string(dqk) +
+                         (kv_fp8 && shared_cache ? " (plus a BF16 tail)" : ""));
+  if (tail > 0)
+    KITE_CUDA_OP_CHECK(
+        tail % 8 == 0 && (dqk - tail) % 8 == 0 && dv <= dqk - tail && (dqk + tail) % 16 == 0, op,
+        "a BF16 tail of " + std::to_string(tail) + " values in " + shape(k_cache) +
+            " rows: tail and coded width must be multiples of 8, the value (" + std::to_string(dv) +
+            " dims) within the coded part, rows 16-byte multiples");
   KITE_CUDA_OP_CHECK(out.size(0) == tokens && out.size(1) == heads, op,
                      "out " + shape(out) + " must be [" + std::to_string(tokens) + ", " +
                          std::to_string(heads) + ", head_dim_v]");
@@ -117,10 +127,10 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   p.block_size = static_cast<int>(block_size);
   p.num_blocks = static_cast<int>(num_blocks);
   p.max_blocks_per_seq = static_cast<int>(args.block_tables.size(1));
-  p.k_slot_stride = kv_heads * dqk;
-  p.k_head_stride = dqk;
-  p.v_slot_stride = shared_cache ? kv_heads * dqk : kv_heads * dv;
-  p.v_head_stride = shared_cache ? dqk : dv;
+  p.k_slot_stride = kv_heads * (dqk + tail);
+  p.k_head_stride = dqk + tail;
+  p.v_slot_stride = shared_cache ? kv_heads * (dqk + tail) : kv_heads * dv;
+  p.v_head_stride = shared_cache ? dqk + tail : dv;
   p.scale_log2 = args.scale * 1.4426950408889634f;
   p.head_dim_qk = static_cast<int>(dqk);
   p.head_dim_v = static_cast<int>(dv);
@@ -128,8 +138,24 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   p.kv_fp8 = kv_fp8;
   p.k_scale = args.k_scale;
   p.v_scale = args.v_scale;
+  p.kv_bf16_tail = static_cast<int>(tail);
   return p;
 }
+
+}  // namespace kite::cuda::attention
+
+namespace kite::cuda {
+
+bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared) {
+  if (shared) return k_dims == 576;  // decode_mla.cu (prefill runs on it too)
+  // decode_mma.cu and prefill_mma.cu.
+  return (k_dims == 64 && v_dims == 64) || (k_dims == 128 && v_dims == 128) ||
+         (k_dims == 192 && v_dims == 128);
+}
+
+}  // namespace kite::cuda
+
+namespace kite::cuda::attention {
 
 int64_t min_keys_per_split_from_env(const char* env, int64_t tile) {
   const char* v = std::getenv(env);

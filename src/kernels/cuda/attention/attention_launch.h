@@ -34,6 +34,10 @@ struct KernelParams {
   bool bf16 = false;
   bool kv_fp8 = false;  // FP8 E4M3 caches (tensor-core kernels only), read as code * scale
   float k_scale = 1.0f, v_scale = 1.0f;
+  // FP8 shared (MLA) cache only: each K row's last kv_bf16_tail values are BF16 (the rope key;
+  // ops::write_cache's bf16_tail), so a row is head_dim_qk + kv_bf16_tail bytes. Only the MLA
+  // kernel reads such rows; the others decline a call with a tail.
+  int kv_bf16_tail = 0;
 };
 
 // Checks one call (op = "paged_decode_attention" or "paged_prefill_attention") and fills the

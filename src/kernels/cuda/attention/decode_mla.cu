@@ -1,5 +1,7 @@
 // Tensor-core split-K decode attention for absorbed MLA in BF16: one 576-wide latent cache row
-// per key (kv head count 1) whose first 512 dims are the value, any number of query heads.
+// per key (kv head count 1) whose first 512 dims are the value, any number of query heads. An
+// FP8 cache (its rope key's 64 values BF16 at the row's end) is converted into the same BF16
+// tiles as it is loaded.
 //
 // Block (sequence, key split, head block of 16 * HB query heads; head block fastest, so the
 // blocks that read one sequence's latent run together and share it through L2), WARPS warps.
@@ -62,9 +64,63 @@ struct MlaLayout {
   static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes + kScoreBytes;
 };
 
-template <int HB, int WARPS, int STAGES>
+// An FP8 latent tile in two steps, as Fp8KvFetch does for the prefill kernel: fetch() starts
+// this thread's plain loads of its rows' raw bytes into registers, store() converts them into
+// the BF16 tile after the current tile's work, so the loads' latency hides behind it (the
+// synchronous load_kv_tiles left every warp waiting on memory once per tile). Thread tid takes
+// rows tid / 8 + (THREADS / 8) i and their 8-value chunks c0 + 8 j (c0 = tid % 8): chunks
+// 0..63 are FP8 codes, and chunk 64 + c0 is too unless the row keeps its last 64 values (the
+// rope key) as BF16 (kv.k_tail == 64, the model's layout: 512 codes + 128 bytes).
+template <int THREADS>
+struct LatentFp8Fetch {
+  static constexpr int kPasses = kBlockN / (THREADS / 8);
+  static constexpr int kCoded = kDv;  // the codes before a tail: the value dims
+  uint2 codes[kPasses][kCoded / 64];
+  uint4 last[kPasses];  // chunk 64 + c0: 16 bytes of BF16, or 8 bytes of codes in .x / .y
+
+  __device__ __forceinline__ bool fetch(const PagedKv& kv, int key0, int valid_end, int tid) {
+    const int c0 = tid % 8;
+    return for_each_kv_row<kBlockN, THREADS>(
+        kv, key0, valid_end, tid, [&](int i, int, bool valid, int64_t k_at, int64_t) {
+          const uint8_t* src = static_cast<const uint8_t*>(kv.k_cache) + k_at;
+#pragma unroll
+          for (int j = 0; j < kCoded / 64; ++j)
+            codes[i][j] = valid ? __ldg(reinterpret_cast<const uint2*>(src + (c0 + 8 * j) * 8))
+                                : make_uint2(0, 0);
+          if (!valid) {
+            last[i] = make_uint4(0, 0, 0, 0);
+          } else if (kv.k_tail) {
+            last[i] = __ldg(reinterpret_cast<const uint4*>(src + kCoded + c0 * 16));
+          } else {
+            const uint2 w = __ldg(reinterpret_cast<const uint2*>(src + kCoded + c0 * 8));
+            last[i] = make_uint4(w.x, w.y, 0, 0);
+          }
+        });
+  }
+
+  __device__ __forceinline__ void store(char* tile, const PagedKv& kv, int tid) const {
+    const int c0 = tid % 8;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = tid / 8 + i * (THREADS / 8);
+#pragma unroll
+      for (int j = 0; j < kCoded / 64; ++j)
+        fp8x8_to_bf16(tile + swz<kDqk>(row, c0 + 8 * j), codes[i][j], kv.k_scale);
+      char* dst = tile + swz<kDqk>(row, kCoded / 8 + c0);
+      if (kv.k_tail)
+        *reinterpret_cast<uint4*>(dst) = last[i];
+      else
+        fp8x8_to_bf16(dst, make_uint2(last[i].x, last[i].y), kv.k_scale);
+    }
+  }
+};
+
+// KVF8: an FP8 latent cache (LatentFp8Fetch into the same BF16 tiles; STAGES must be 2: the
+// tile in use and the one being stored).
+template <int HB, int WARPS, int STAGES, bool KVF8>
 __global__ void __launch_bounds__(WARPS * 32)
     decode_mla_kernel(const KernelParams p, int head_blocks) {
+  static_assert(!KVF8 || STAGES == 2, "the FP8 path keeps one tile in registers");
   using L = MlaLayout<HB, WARPS, STAGES>;
   extern __shared__ __align__(128) char smem[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -92,18 +148,20 @@ __global__ void __launch_bounds__(WARPS * 32)
     const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * kDqk + chunk * 8 : q;
     cp_async16(sq + swz<kDqk>(row, chunk), src, valid);
   }
-  const PagedKv kv{p.k_cache,
-                   nullptr,
-                   p.block_tables + int64_t{p.row_seq ? p.row_seq[seq] : seq} * p.max_blocks_per_seq,
-                   p.block_size,
-                   p.num_blocks,
-                   p.k_slot_stride,
-                   0,
-                   0,
-                   0,
-                   p.kv_fp8,
-                   p.k_scale,
-                   p.k_scale};
+  const PagedKv kv{
+      p.k_cache,
+      nullptr,
+      p.block_tables + int64_t{p.row_seq ? p.row_seq[seq] : seq} * p.max_blocks_per_seq,
+      p.block_size,
+      p.num_blocks,
+      p.k_slot_stride,
+      0,
+      0,
+      0,
+      p.kv_fp8,
+      p.k_scale,
+      p.k_scale,
+      p.kv_bf16_tail};
   bool ok = true;
   auto load_tile = [&](int j) {
     if (j < n_tiles)
@@ -112,8 +170,19 @@ __global__ void __launch_bounds__(WARPS * 32)
           static_cast<int>(k_end), tid);
     cp_async_commit();  // empty groups keep the count uniform
   };
+  LatentFp8Fetch<L::kThreads> f8;
+  auto fetch_fp8 = [&](int j) {
+    if (j < n_tiles)
+      ok &= f8.fetch(kv, static_cast<int>(k_begin) + j * kBlockN, static_cast<int>(k_end), tid);
+  };
+  if constexpr (KVF8) {
+    fetch_fp8(0);
+    if (n_tiles > 0) f8.store(stages, kv, tid);
+    cp_async_commit();  // Q's copies
+  } else {
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) load_tile(s);
+    for (int s = 0; s < STAGES - 1; ++s) load_tile(s);
+  }
 
   float o[HB][L::kDvPerWarp / 8][4] = {};
   float m[HB][2], l[HB][2];
@@ -122,9 +191,15 @@ __global__ void __launch_bounds__(WARPS * 32)
   const uint32_t sq_addr = smem_addr(sq);
 
   for (int j = 0; j < n_tiles; ++j) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();  // tile j landed; every warp is done with tile j - 1 and the scores
-    load_tile(j + STAGES - 1);
+    if constexpr (KVF8) {
+      cp_async_wait<0>();  // Q
+      __syncthreads();     // tile j stored; every warp is done with tile j - 1 and the scores
+      fetch_fp8(j + 1);    // into registers, stored below once tile j is done
+    } else {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // tile j landed; every warp is done with tile j - 1 and the scores
+      load_tile(j + STAGES - 1);
+    }
     const uint32_t sk = smem_addr(stages + (j % STAGES) * kStageBytes);
     const int64_t tile_key0 = k_begin + int64_t{j} * kBlockN;
 
@@ -215,6 +290,9 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
       }
     }
+    // Tile j + 1 into the other stage (its last reader, tile j - 1, is behind the barrier).
+    if constexpr (KVF8)
+      if (j + 1 < n_tiles) f8.store(stages + ((j + 1) % STAGES) * kStageBytes, kv, tid);
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
@@ -252,25 +330,37 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 }
 
-template <int HB, int WARPS, int STAGES>
-void run_decode_mla(const KernelParams& p, int head_blocks, cudaStream_t stream) {
+template <int HB, int WARPS, int STAGES, bool KVF8>
+void run_decode_mla_as(const KernelParams& p, int head_blocks, cudaStream_t stream) {
   using L = MlaLayout<HB, WARPS, STAGES>;
   static const bool configured = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mla_kernel<HB, WARPS, STAGES>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mla_kernel<HB, WARPS, STAGES, KVF8>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          L::kSmemBytes));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * head_blocks), p.num_splits);
-  decode_mla_kernel<HB, WARPS, STAGES>
+  decode_mla_kernel<HB, WARPS, STAGES, KVF8>
       <<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, head_blocks);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
+template <int HB, int WARPS, int STAGES>
+void run_decode_mla(const KernelParams& p, int head_blocks, cudaStream_t stream) {
+  if (p.kv_fp8)
+    run_decode_mla_as<HB, WARPS, STAGES, true>(p, head_blocks, stream);
+  else
+    run_decode_mla_as<HB, WARPS, STAGES, false>(p, head_blocks, stream);
+}
+
+// BF16 latent rows, or FP8 ones (dequantized into the BF16 tiles: LatentFp8Fetch) with or
+// without their 64-dim rope key kept as BF16 (p.kv_bf16_tail, the model's FP8 cache).
 bool covers_mla(const KernelParams& p) {
   const bool shared = p.v_cache == p.k_cache && p.v_slot_stride == p.k_slot_stride;
-  return p.bf16 && p.head_dim_qk == kDqk && p.head_dim_v == kDv && p.num_kv_heads == 1 && shared;
+  const bool tail_ok = p.kv_bf16_tail == 0 || (p.kv_fp8 && p.kv_bf16_tail == kDqk - kDv);
+  return p.bf16 && p.head_dim_qk == kDqk && p.head_dim_v == kDv && p.num_kv_heads == 1 && shared &&
+         tail_ok;
 }
 
 // Token t of a prefill batch: its sequence (the last s with query_start[s] <= t) and how many

@@ -130,6 +130,10 @@ struct PagedKv {
   int64_t k_head_offset, v_head_offset;  // elements from a slot's start to the kv head
   bool fp8 = false;
   float k_scale = 1.0f, v_scale = 1.0f;
+  // FP8 only: the last k_tail values of a K row are BF16 (two bytes each, unscaled) after its
+  // first DK - k_tail FP8 codes (MLA's rope key; ops::write_cache's bf16_tail). Only the MLA
+  // kernel's loader reads such rows (decode_mla.cu); V is a prefix of the coded part.
+  int k_tail = 0;
 };
 
 // 8 FP8 E4M3 codes (raw, 8 bytes) -> 8 BF16 values code * scale, stored as one 16-byte chunk at

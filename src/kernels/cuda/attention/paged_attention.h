@@ -66,6 +66,11 @@ class AttentionWorkspace {
   DeviceBuffer buffer_;
 };
 
+// Whether a tensor-core kernel reads FP8 caches of this layout: separate K / V heads of
+// (head_dim_qk, head_dim_v), or (shared) one latent cache of k_dims-wide rows (MLA: 576, its
+// first 512 the value). Other FP8 layouts are refused by the calls above.
+bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared);
+
 // One query per sequence (T == num_seqs). Keys are split into chunks processed by separate
 // blocks; a second kernel merges the partial softmax states. Never reads a block id outside
 // [0, num_blocks) or past max_blocks_per_seq: such a sequence's output is NaN.

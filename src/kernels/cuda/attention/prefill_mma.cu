@@ -259,7 +259,7 @@ void run_prefill_mma(const KernelParams& p, int64_t max_query_len, cudaStream_t 
 }  // namespace
 
 bool try_prefill_mma(const KernelParams& p, int64_t max_query_len, cudaStream_t stream) {
-  if (!p.bf16 || p.num_heads > 65535) return false;
+  if (!p.bf16 || p.num_heads > 65535 || p.kv_bf16_tail != 0) return false;
   if (p.head_dim_qk == 128 && p.head_dim_v == 128) {
     run_prefill_mma<128, 128>(p, max_query_len, stream);
   } else if (p.head_dim_qk == 64 && p.head_dim_v == 64) {

@@ -354,7 +354,11 @@ class CudaBackend final : public Backend {
     p.slot_mapping = &step_.slots;
     p.k_scale = k_scale_;
     p.v_scale = v_scale_;
+    p.k_bf16_tail = fp8_cache_bf16_tail(k, v, k_cache);  // MLA's rope key, as the CPU writes it
     cuda::rope_and_cache(p, stream_);
+  }
+  bool reads_fp8_kv(int64_t k_head_dim, int64_t v_head_dim, bool shared_kv) const override {
+    return fp8_cache_covered(k_head_dim, v_head_dim, shared_kv);
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                  Tensor& out) override {
