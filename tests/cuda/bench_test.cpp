@@ -19,6 +19,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/blaslt.h"
 #include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/moe/moe_decode.h"
 #include "kernels/cuda/moe/moe_dispatch.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -306,6 +307,57 @@ TEST(CudaBench, DISABLED_BenchMoeDispatch) {
   report_flops("moe_grouped_linear_host (cuBLASLt loop)", ms, 2.0 * pairs * n * k);
   ms = median_ms([&] { moe_combine(yp, weights, perm, out, test_stream()); });
   report_bytes("moe_combine bf16 4096x6x2816", ms, (pairs + tokens) * n * 2.0);
+}
+
+// The decode-size MoE launches (moe_decode_bulk.cu) at DeepSeek-V2-Lite's shape, batch 1: the
+// time per call over 64 calls in a row, with one layer's weights read every time (pages warm)
+// and cycling over 8 layers' (9 GB: each call on pages last touched 8 calls before, as a
+// decode step reads them). Against the bytes each call must read (6 routed + 2 shared experts).
+TEST(CudaBench, DISABLED_BenchMoeDecode) {
+  const int64_t experts = 64, inter = 1408, d = 2048, shared = 2816, top_k = 6, layers = 8;
+  std::vector<MoeDecodeWeights> w;
+  for (int64_t l = 0; l < layers; ++l)
+    w.push_back({random_device({experts, 2 * inter, d}, DType::kBF16, 60 + 4 * l, -0.05f, 0.05f),
+                 random_device({experts, d, inter}, DType::kBF16, 61 + 4 * l, -0.05f, 0.05f),
+                 random_device({2 * shared, d}, DType::kBF16, 62 + 4 * l, -0.05f, 0.05f),
+                 random_device({d, shared}, DType::kBF16, 63 + 4 * l, -0.05f, 0.05f)});
+  Tensor x = random_device({1, d}, DType::kBF16, 90);
+  const std::vector<int32_t> id_host = {3, 17, 29, 40, 51, 62};
+  Tensor ids = to_device(std::span<const int32_t>(id_host), {1, top_k}, test_stream());
+  Tensor weights = random_device({1, top_k}, DType::kF32, 91, 0.1f, 0.3f);
+  Tensor act = device_empty({moe_decode_act_elems(1, top_k, inter, shared)}, DType::kBF16);
+  Tensor out = device_empty({1, d}, DType::kBF16);
+  const double gate_up_bytes = (top_k * 2 * inter + 2 * shared) * d * 2.0;
+  const double down_bytes = (top_k * inter + shared) * d * 2.0;
+  cudaStream_t s = test_stream();
+  auto per_call_ms = [&](auto&& call) {
+    constexpr int kCalls = 64;
+    for (int i = 0; i < 8; ++i) call(i);
+    cudaEvent_t start, stop;
+    KITE_CUDA_CHECK(cudaEventCreate(&start));
+    KITE_CUDA_CHECK(cudaEventCreate(&stop));
+    KITE_CUDA_CHECK(cudaEventRecord(start, s));
+    for (int i = 0; i < kCalls; ++i) call(i);
+    KITE_CUDA_CHECK(cudaEventRecord(stop, s));
+    KITE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    KITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms / kCalls;
+  };
+  for (int64_t cycle : {int64_t{1}, layers}) {
+    const std::string tag = cycle == 1 ? " (one layer)" : " (8 layers)";
+    double ms = per_call_ms([&](int i) { moe_decode_gate_up(x, ids, w[i % cycle], act, s); });
+    report_bytes("moe_decode gate_up 1x(6+2)x2816x2048" + tag, ms, gate_up_bytes);
+    ms = per_call_ms([&](int i) { moe_decode_down(ids, weights, w[i % cycle], act, out, s); });
+    report_bytes("moe_decode down 1x(6+2)x2048x1408" + tag, ms, down_bytes);
+    ms = per_call_ms([&](int i) {
+      moe_decode_gate_up(x, ids, w[i % cycle], act, s);
+      moe_decode_down(ids, weights, w[i % cycle], act, out, s);
+    });
+    report_bytes("moe_decode both" + tag, ms, gate_up_bytes + down_bytes);
+  }
 }
 
 // 64 rows of Qwen's 151936-token vocabulary: temperature 0.7, top-k 50, top-p 0.9, min-p
