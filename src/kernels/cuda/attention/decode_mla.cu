@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/attention/attention_launch.h"
+#include "kernels/cuda/attention/fp8_raw_tile.cuh"
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
@@ -98,6 +99,9 @@ struct LatentFp8Fetch {
         });
   }
 
+  // The codes go in unscaled (every E4M3 value is a BF16 one, so this is exact): the kernel
+  // applies k_scale to the scores' latent part and to the output instead, which saves the
+  // multiplies of every converted value (the conversion is what an FP8 tile costs).
   __device__ __forceinline__ void store(char* tile, const PagedKv& kv, int tid) const {
     const int c0 = tid % 8;
 #pragma unroll
@@ -105,13 +109,32 @@ struct LatentFp8Fetch {
       const int row = tid / 8 + i * (THREADS / 8);
 #pragma unroll
       for (int j = 0; j < kCoded / 64; ++j)
-        fp8x8_to_bf16(tile + swz<kDqk>(row, c0 + 8 * j), codes[i][j], kv.k_scale);
+        codes_to_bf16(tile + swz<kDqk>(row, c0 + 8 * j), codes[i][j]);
       char* dst = tile + swz<kDqk>(row, kCoded / 8 + c0);
       if (kv.k_tail)
         *reinterpret_cast<uint4*>(dst) = last[i];
       else
-        fp8x8_to_bf16(dst, make_uint2(last[i].x, last[i].y), kv.k_scale);
+        codes_to_bf16(dst, make_uint2(last[i].x, last[i].y));
     }
+  }
+
+  // 8 E4M3 codes -> their exact BF16 values (16 bytes at dst): one cvt to fp16 per two codes,
+  // then to fp32 and BF16.
+  __device__ __forceinline__ static void codes_to_bf16(char* dst, uint2 raw) {
+    uint4 out;
+    uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const uint32_t word = w == 0 ? raw.x : raw.y;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t f16 = e4m3x2_to_f16x2(word >> (16 * h));
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&f16));
+        const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+        o[2 * w + h] = *reinterpret_cast<const uint32_t*>(&b);
+      }
+    }
+    *reinterpret_cast<uint4*>(dst) = out;
   }
 };
 
@@ -208,14 +231,28 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int pi = 0; pi < L::kPairsPerWarp; ++pi) {
       const int pair = warp + pi * WARPS, h = pair / (kBlockN / 8), nt = pair % (kBlockN / 8);
       float s[4] = {};
-#pragma unroll 6
-      for (int kk = 0; kk < kDqk / 16; kk += 2) {
+      auto qk = [&](float(&acc)[4], int kk) {  // k-steps kk and kk + 1 (32 dims) into acc
         uint32_t a0[4], a1[4], b[4];
         ldmatrix_x4(a0, a_addr<kDqk>(sq_addr, h * 16, kk * 16, lane));
         ldmatrix_x4(a1, a_addr<kDqk>(sq_addr, h * 16, kk * 16 + 16, lane));
         ldmatrix_x4(b, kb_addr<kDqk>(sk, nt * 8, kk * 16, lane));
-        mma_bf16(s, a0, b[0], b[1]);
-        mma_bf16(s, a1, b[2], b[3]);
+        mma_bf16(acc, a0, b[0], b[1]);
+        mma_bf16(acc, a1, b[2], b[3]);
+      };
+      if constexpr (KVF8) {
+        // Unscaled codes (LatentFp8Fetch::store): the latent's dims times k_scale, the rope
+        // key's too unless it is the BF16 tail (its true values).
+        float sr[4] = {};
+#pragma unroll 4
+        for (int kk = 0; kk < kDv / 16; kk += 2) qk(s, kk);
+#pragma unroll
+        for (int kk = kDv / 16; kk < kDqk / 16; kk += 2) qk(sr, kk);
+        const float rope_scale = kv.k_tail ? 1.0f : kv.k_scale;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[e] = s[e] * kv.k_scale + sr[e] * rope_scale;
+      } else {
+#pragma unroll 6
+        for (int kk = 0; kk < kDqk / 16; kk += 2) qk(s, kk);
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -307,8 +344,11 @@ __global__ void __launch_bounds__(WARPS * 32)
       if (row >= heads_here) continue;
       const int64_t out_row = int64_t{seq} * p.num_heads + head0 + row;
       const int col0 = warp * L::kDvPerWarp + 2 * t;
+      // FP8: P was multiplied with the unscaled codes, so the value scale comes in here (the
+      // split partials are combined linearly, so they take it too).
+      const float v_scale = KVF8 ? kv.k_scale : 1.0f;
       if (p.num_splits == 1) {
-        const float inv = (!any_bad && total > 0.0f) ? 1.0f / total : nan;
+        const float inv = (!any_bad && total > 0.0f) ? v_scale / total : nan;
         bf16* dst = static_cast<bf16*>(p.out) + out_row * kDv + col0;
 #pragma unroll
         for (int dt = 0; dt < L::kDvPerWarp / 8; ++dt)
@@ -320,7 +360,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int dt = 0; dt < L::kDvPerWarp / 8; ++dt)
           *reinterpret_cast<float2*>(dst + dt * 8) =
-              make_float2(o[h][dt][2 * r], o[h][dt][2 * r + 1]);
+              make_float2(o[h][dt][2 * r] * v_scale, o[h][dt][2 * r + 1] * v_scale);
         if (warp == 0 && t == 0) {
           p.part_ml[part * 2] = m[h][r];
           p.part_ml[part * 2 + 1] = any_bad ? nan : total;
