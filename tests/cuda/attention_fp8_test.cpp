@@ -40,6 +40,30 @@ Tensor upload_bytes(const Tensor& host) {
   return d;
 }
 
+// rope_and_cache's step inputs for one token per slot: cos 1, sin 0 over rot_dim dims, so k
+// comes out of the rotation unchanged and its cache codes can be compared exactly with the
+// CPU's write_cache of the same values.
+struct IdentityRope {
+  Tensor cos, sin, slots;
+  int64_t rot_dim;
+  IdentityRope(int64_t rot, const std::vector<int64_t>& slot_ids) : rot_dim(rot) {
+    const int64_t t = static_cast<int64_t>(slot_ids.size());
+    Tensor ones = Tensor::empty({t, rot / 2});
+    std::fill(ones.f32().begin(), ones.f32().end(), 1.0f);
+    cos = upload(ones, DType::kF32);
+    sin = upload(Tensor::zeros({t, rot / 2}), DType::kF32);
+    slots = to_device(std::span<const int64_t>(slot_ids), {t}, test_stream());
+  }
+  RopeCacheParams params() const {
+    RopeCacheParams p;
+    p.rot_dim = rot_dim;
+    p.cos = &cos;
+    p.sin = &sin;
+    p.slot_mapping = &slots;
+    return p;
+  }
+};
+
 // How many bytes of a device tensor differ from a host tensor of the same size.
 int64_t bytes_differing(const Tensor& device, const Tensor& host) {
   std::vector<uint8_t> got(host.size_bytes());
@@ -198,21 +222,14 @@ TEST(CudaAttentionFp8, RopeAndCacheStoresTheLatentWithItsBf16Tail) {
   k.data<float>()[3] = 50.0f;  // saturates at 448 * k_scale
   round_to(k, DType::kBF16);
   std::vector<int64_t> slots = {0, 15, 16, 31, -1};
-  Tensor cos = Tensor::empty({t, rot / 2}), sin = Tensor::zeros({t, rot / 2});
-  std::fill(cos.f32().begin(), cos.f32().end(), 1.0f);  // k unchanged: exact codes to compare
+  const IdentityRope rope(rot, slots);
   Tensor dk = upload(k, DType::kBF16);
   Tensor cache = device_empty({blocks, bs, 1, dim + tail}, DType::kF8E4M3);
   KITE_CUDA_CHECK(cudaMemset(cache.raw(), 0, cache.size_bytes()));
-  Tensor d_cos = upload(cos, DType::kF32), d_sin = upload(sin, DType::kF32);
-  Tensor d_slots = to_device(std::span<const int64_t>(slots), {t}, test_stream());
-  RopeCacheParams p;
+  RopeCacheParams p = rope.params();
   p.k = &dk;
   p.k_rot_offset = dim - rot;
   p.k_cache = &cache;
-  p.rot_dim = rot;
-  p.cos = &d_cos;
-  p.sin = &d_sin;
-  p.slot_mapping = &d_slots;
   p.k_scale = k_scale;
   p.k_bf16_tail = tail;
   rope_and_cache(p, test_stream());
@@ -238,26 +255,18 @@ TEST(CudaAttentionFp8, RopeAndCacheStoresTheCpuCodes) {
   round_to(k, DType::kBF16);
   round_to(v, DType::kBF16);
   std::vector<int64_t> slots = {3, 17, 18, 40, 63, 0, -1};  // -1: padding, not written
-  // cos 1, sin 0: k comes out of the rotation unchanged, so its codes can be compared exactly.
-  Tensor cos = Tensor::empty({t, dim / 2}), sin = Tensor::zeros({t, dim / 2});
-  std::fill(cos.f32().begin(), cos.f32().end(), 1.0f);
+  const IdentityRope rope(dim, slots);
 
   Tensor dk = upload(k, DType::kBF16), dv = upload(v, DType::kBF16);
   Tensor k_cache = device_empty({blocks, bs, heads, dim}, DType::kF8E4M3);
   Tensor v_cache = device_empty({blocks, bs, heads, dim}, DType::kF8E4M3);
   KITE_CUDA_CHECK(cudaMemset(k_cache.raw(), 0, k_cache.size_bytes()));
   KITE_CUDA_CHECK(cudaMemset(v_cache.raw(), 0, v_cache.size_bytes()));
-  Tensor d_cos = upload(cos, DType::kF32), d_sin = upload(sin, DType::kF32);
-  Tensor d_slots = to_device(std::span<const int64_t>(slots), {t}, test_stream());
-  RopeCacheParams p;
+  RopeCacheParams p = rope.params();
   p.k = &dk;
   p.v = &dv;
   p.k_cache = &k_cache;
   p.v_cache = &v_cache;
-  p.rot_dim = dim;
-  p.cos = &d_cos;
-  p.sin = &d_sin;
-  p.slot_mapping = &d_slots;
   p.k_scale = k_scale;
   p.v_scale = v_scale;
   rope_and_cache(p, test_stream());

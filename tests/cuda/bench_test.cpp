@@ -33,26 +33,30 @@ using namespace testing;
 constexpr double kPeakGBs = 4300.0;
 constexpr double kPeakTflops = 790.0;
 
+// Device time of what fn enqueues on the test stream, between two events.
 template <typename F>
-double median_ms(F&& fn, int warmup = 3, int reps = 20) {
+float event_ms(F&& fn) {
   cudaStream_t s = test_stream();
-  for (int i = 0; i < warmup; ++i) fn();
-  KITE_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaEvent_t start, stop;
   KITE_CUDA_CHECK(cudaEventCreate(&start));
   KITE_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    KITE_CUDA_CHECK(cudaEventRecord(start, s));
-    fn();
-    KITE_CUDA_CHECK(cudaEventRecord(stop, s));
-    KITE_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    KITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
+  KITE_CUDA_CHECK(cudaEventRecord(start, s));
+  fn();
+  KITE_CUDA_CHECK(cudaEventRecord(stop, s));
+  KITE_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  KITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  return ms;
+}
+
+template <typename F>
+double median_ms(F&& fn, int warmup = 3, int reps = 20) {
+  for (int i = 0; i < warmup; ++i) fn();
+  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) times.push_back(event_ms(fn));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -333,18 +337,10 @@ TEST(CudaBench, DISABLED_BenchMoeDecode) {
   auto per_call_ms = [&](auto&& call) {
     constexpr int kCalls = 64;
     for (int i = 0; i < 8; ++i) call(i);
-    cudaEvent_t start, stop;
-    KITE_CUDA_CHECK(cudaEventCreate(&start));
-    KITE_CUDA_CHECK(cudaEventCreate(&stop));
-    KITE_CUDA_CHECK(cudaEventRecord(start, s));
-    for (int i = 0; i < kCalls; ++i) call(i);
-    KITE_CUDA_CHECK(cudaEventRecord(stop, s));
-    KITE_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    KITE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    return ms / kCalls;
+    return event_ms([&] {
+             for (int i = 0; i < kCalls; ++i) call(i);
+           }) /
+           kCalls;
   };
   for (int64_t cycle : {int64_t{1}, layers}) {
     const std::string tag = cycle == 1 ? " (one layer)" : " (8 layers)";

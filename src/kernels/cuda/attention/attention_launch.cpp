@@ -147,10 +147,9 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
 namespace kite::cuda {
 
 bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared) {
-  if (shared) return k_dims == 576;  // decode_mla.cu (prefill runs on it too)
-  // decode_mma.cu and prefill_mma.cu.
-  return (k_dims == 64 && v_dims == 64) || (k_dims == 128 && v_dims == 128) ||
-         (k_dims == 192 && v_dims == 128);
+  // The latent cache: decode_mla.cu (MLA prefill runs on it too).
+  if (shared) return k_dims == attention::kMlaDqk;
+  return attention::mma_covers_head_dims(k_dims, v_dims);
 }
 
 }  // namespace kite::cuda

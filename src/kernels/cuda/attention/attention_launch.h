@@ -40,6 +40,17 @@ struct KernelParams {
   int kv_bf16_tail = 0;
 };
 
+// Head dims (qk, v) the tensor-core GQA kernels (decode_mma.cu, prefill_mma.cu) are built
+// for, BF16 or FP8 caches alike; and the absorbed-MLA kernel's latent row (decode_mla.cu; its
+// first kMlaDv dims are the value). fp8_cache_covered and the kernels' entry checks read these.
+inline constexpr int kMmaHeadDims[][2] = {{128, 128}, {64, 64}, {192, 128}};
+inline constexpr int kMlaDqk = 576, kMlaDv = 512;
+inline bool mma_covers_head_dims(int64_t dqk, int64_t dv) {
+  for (const auto& d : kMmaHeadDims)
+    if (d[0] == dqk && d[1] == dv) return true;
+  return false;
+}
+
 // Checks one call (op = "paged_decode_attention" or "paged_prefill_attention") and fills the
 // sizes and pointers of KernelParams (not the split fields).
 KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k_cache,

@@ -32,7 +32,7 @@ namespace {
 using namespace mma;
 
 constexpr int kBlockN = 32;  // keys per tile: four n-tiles of 8
-constexpr int kDqk = 576, kDv = 512;
+constexpr int kDqk = kMlaDqk, kDv = kMlaDv;
 constexpr int kStageBytes = kBlockN * kDqk * 2;
 constexpr int kMaxSplits = 256;
 // The fewest keys a split takes, for the longest context `len` (in decode steps, its length

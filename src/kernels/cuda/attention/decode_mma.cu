@@ -349,10 +349,8 @@ void run_decode_mma(const KernelParams& p, int head_blocks, cudaStream_t stream)
 
 bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWorkspace& workspace,
                     cudaStream_t stream) {
-  const bool dims = (p.head_dim_qk == 128 && p.head_dim_v == 128) ||
-                    (p.head_dim_qk == 64 && p.head_dim_v == 64) ||
-                    (p.head_dim_qk == 192 && p.head_dim_v == 128);
-  if (!p.bf16 || !dims || p.kv_bf16_tail != 0) return false;
+  if (!p.bf16 || !mma_covers_head_dims(p.head_dim_qk, p.head_dim_v) || p.kv_bf16_tail != 0)
+    return false;
   const int group = p.num_heads / p.num_kv_heads;
   const int head_blocks = (group + kRows - 1) / kRows;
   const int64_t ctas = int64_t{p.num_seqs} * p.num_kv_heads * head_blocks;
