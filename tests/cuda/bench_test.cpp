@@ -353,6 +353,10 @@ TEST(CudaBench, DISABLED_BenchMoeDecode) {
       moe_decode_down(ids, weights, w[i % cycle], act, out, s);
     });
     report_bytes("moe_decode both" + tag, ms, gate_up_bytes + down_bytes);
+    ms = per_call_ms([&](int i) {
+      moe_decode(x, ids, weights, w[i % cycle], act, out, s, MoeDecodeLaunches::kOne);
+    });
+    report_bytes("moe_decode one launch" + tag, ms, gate_up_bytes + down_bytes);
   }
 }
 

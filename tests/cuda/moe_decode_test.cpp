@@ -40,8 +40,23 @@ std::vector<float> act_ref(const float* x, const float* w, int64_t d, int64_t in
   return act;
 }
 
-// Runs the case with `ids` ([T, top_k]) and checks every token's row; tokens in `bad` (an
-// invalid id) must be all NaN.
+// Every token's row of `got` against `ref`; tokens in `bad` must be all NaN.
+void expect_rows(const Tensor& got, const Tensor& ref, const std::vector<bool>& bad, int64_t d) {
+  for (size_t t = 0; t < bad.size(); ++t) {
+    const float* row = got.data<float>() + t * d;
+    if (bad[t]) {
+      EXPECT_TRUE(all_nan(row, d)) << "token " << t;
+      continue;
+    }
+    Tensor got_t = Tensor::empty({d}), ref_t = Tensor::empty({d});
+    std::copy(row, row + d, got_t.data<float>());
+    std::copy(ref.data<float>() + t * d, ref.data<float>() + (t + 1) * d, ref_t.data<float>());
+    KITE_EXPECT_CLOSE(got_t, ref_t, kTolBF16);
+  }
+}
+
+// Runs the case with `ids` ([T, top_k]) in two launches and, where it fits, in one, and checks
+// every token's row; tokens with an invalid id must be all NaN.
 void check_case(const Case& c, const std::vector<int32_t>& ids, std::mt19937& rng) {
   SCOPED_TRACE(::testing::Message() << "T=" << c.tokens << " top_k=" << c.top_k << " E="
                                     << c.experts << " d=" << c.d << " I=" << c.inter
@@ -99,25 +114,26 @@ void check_case(const Case& c, const std::vector<int32_t>& ids, std::mt19937& rn
   }
 
   Tensor d_ids = to_device(std::span<const int32_t>(ids), {c.tokens, c.top_k}, test_stream());
-  Tensor act = device_poisoned(
-      {moe_decode_act_elems(c.tokens, c.top_k, c.inter, c.shared_inter)}, DType::kBF16);
-  Tensor out = device_poisoned({c.tokens, c.d}, DType::kBF16);
   const MoeDecodeWeights w{upload(gate_up, DType::kBF16), upload(down, DType::kBF16),
                            shared ? upload(sgu, DType::kBF16) : Tensor(),
                            shared ? upload(sdown, DType::kBF16) : Tensor()};
-  moe_decode_gate_up(upload(x, DType::kBF16), d_ids, w, act, test_stream());
-  moe_decode_down(d_ids, upload(weights, DType::kF32), w, act, out, test_stream());
-  Tensor got = download(out);
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    const float* row = got.data<float>() + t * c.d;
-    if (bad[t]) {
-      EXPECT_TRUE(all_nan(row, c.d)) << "token " << t;
-      continue;
-    }
-    Tensor got_t = Tensor::empty({c.d}), ref_t = Tensor::empty({c.d});
-    std::copy(row, row + c.d, got_t.data<float>());
-    std::copy(ref.data<float>() + t * c.d, ref.data<float>() + (t + 1) * c.d, ref_t.data<float>());
-    KITE_EXPECT_CLOSE(got_t, ref_t, kTolBF16);
+  const Tensor d_x = upload(x, DType::kBF16), d_weights = upload(weights, DType::kF32);
+  const bool one_fits = moe_decode_one_launch_fits(c.tokens, c.top_k, c.inter, c.shared_inter);
+  EXPECT_TRUE(one_fits || c.tokens * (c.top_k * c.inter + c.shared_inter) * 2 > 96 * 1024)
+      << "a small act must take the one launch";
+  for (MoeDecodeLaunches how :
+       {MoeDecodeLaunches::kTwo, MoeDecodeLaunches::kOne, MoeDecodeLaunches::kAuto}) {
+    if (how == MoeDecodeLaunches::kOne && !one_fits) continue;
+    SCOPED_TRACE(how == MoeDecodeLaunches::kOne   ? "one launch"
+                 : how == MoeDecodeLaunches::kTwo ? "two launches"
+                                                  : "auto");
+    Tensor act = device_poisoned({moe_decode_act_elems(c.tokens, c.top_k, c.inter, c.shared_inter)},
+                                 DType::kBF16);
+    Tensor out = device_poisoned({c.tokens, c.d}, DType::kBF16);
+    // Three calls: the one launch's grid barrier must leave its counters ready for the next.
+    for (int call = 0; call < 3; ++call)
+      moe_decode(d_x, d_ids, d_weights, w, act, out, test_stream(), how);
+    expect_rows(download(out), ref, bad, c.d);
   }
 }
 
@@ -140,6 +156,7 @@ TEST(CudaMoeDecode, MatchesCpuOverShapes) {
       {3, 2, 5, 4160, 72, 40},      // gate_up over three column chunks (the last partial)
       {2, 3, 4, 256, 2064, 4112},   // down over two (routed) and three (shared) chunks
       {4, 2, 6, 520, 64, 0},        // no shared experts; d not a multiple of 64
+      {4, 8, 9, 64, 2048, 4096},    // act too large for one launch: kAuto takes two
   };
   for (const Case& c : cases) check_case(c, distinct_ids(c, rng), rng);
 }
@@ -155,6 +172,67 @@ TEST(CudaMoeDecode, InvalidExpertIdPoisonsOnlyItsToken) {
   const Case c{3, 2, 4, 128, 32, 16};
   check_case(c, {0, 1, 4, 2, 3, -1}, rng);
   check_case(c, {2, 3, 1, 0, 7, 0}, rng);
+}
+
+// Twelve launches of the one-launch kernel captured in a CUDA graph (as decode steps run),
+// replayed twice: every replay must equal the two-launch path bit for bit (same sums, same
+// order), and the grid barrier's counters must come back to zero after each launch.
+TEST(CudaMoeDecode, OneLaunchInAGraphEqualsTwoLaunches) {
+  auto rng = test_rng();
+  const Case c{2, 6, 8, 2048, 1408, 2816};
+  Tensor x = random_host({c.tokens, c.d}, rng);
+  const float wa = 1.0f / std::sqrt(static_cast<float>(c.d));
+  const MoeDecodeWeights w{
+      upload(random_host({c.experts, 2 * c.inter, c.d}, rng, -wa, wa), DType::kBF16),
+      upload(random_host({c.experts, c.d, c.inter}, rng, -0.03f, 0.03f), DType::kBF16),
+      upload(random_host({2 * c.shared_inter, c.d}, rng, -wa, wa), DType::kBF16),
+      upload(random_host({c.d, c.shared_inter}, rng, -0.02f, 0.02f), DType::kBF16)};
+  const Tensor d_x = upload(x, DType::kBF16);
+  const Tensor ids =
+      to_device(std::span<const int32_t>(distinct_ids(c, rng)), {c.tokens, c.top_k}, test_stream());
+  const Tensor weights = upload(random_host({c.tokens, c.top_k}, rng, 0.1f, 1.0f), DType::kF32);
+  const int64_t act_elems = moe_decode_act_elems(c.tokens, c.top_k, c.inter, c.shared_inter);
+  Tensor act = device_poisoned({act_elems}, DType::kBF16);
+  Tensor want = device_poisoned({c.tokens, c.d}, DType::kBF16);
+  moe_decode(d_x, ids, weights, w, act, want, test_stream(), MoeDecodeLaunches::kTwo);
+  const Tensor want_host = download(want);
+
+  Tensor got = device_poisoned({c.tokens, c.d}, DType::kBF16);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
+  for (int call = 0; call < 12; ++call)
+    moe_decode(d_x, ids, weights, w, act, got, test_stream(), MoeDecodeLaunches::kOne);
+  KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph));
+  KITE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    poison(got, test_stream());
+    KITE_CUDA_CHECK(cudaGraphLaunch(exec, test_stream()));
+    const Tensor got_host = download(got);
+    for (int64_t i = 0; i < c.tokens * c.d; ++i)
+      ASSERT_EQ(got_host.data<float>()[i], want_host.data<float>()[i])
+          << "replay " << replay << " element " << i;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// An act too large for shared memory beside the ring: kOne refuses, kAuto takes two launches.
+TEST(CudaMoeDecode, OneLaunchRefusesAnActTooLargeForSharedMemory) {
+  const Case c{4, 8, 9, 64, 2048, 4096};  // act: 4 * (8 * 2048 + 4096) * 2 = 160 KB
+  ASSERT_FALSE(moe_decode_one_launch_fits(c.tokens, c.top_k, c.inter, c.shared_inter));
+  const MoeDecodeWeights w{device_empty({c.experts, 2 * c.inter, c.d}, DType::kBF16),
+                           device_empty({c.experts, c.d, c.inter}, DType::kBF16),
+                           device_empty({2 * c.shared_inter, c.d}, DType::kBF16),
+                           device_empty({c.d, c.shared_inter}, DType::kBF16)};
+  Tensor x = device_empty({c.tokens, c.d}, DType::kBF16);
+  Tensor ids = device_empty({c.tokens, c.top_k}, DType::kI32);
+  Tensor weights = device_empty({c.tokens, c.top_k}, DType::kF32);
+  Tensor act = device_empty({moe_decode_act_elems(c.tokens, c.top_k, c.inter, c.shared_inter)},
+                            DType::kBF16);
+  Tensor out = device_empty({c.tokens, c.d}, DType::kBF16);
+  EXPECT_THROW(moe_decode(x, ids, weights, w, act, out, test_stream(), MoeDecodeLaunches::kOne),
+               std::invalid_argument);
 }
 
 TEST(CudaMoeDecode, RejectsBadShapes) {

@@ -467,15 +467,11 @@ class CudaBackend final : public Backend {
     const int64_t inter = down.size(2), shared_inter = shared ? shared_down.size(1) : 0;
     Tensor act = empty({cuda::moe_decode_act_elems(t, k, inter, shared_inter)}, DType::kBF16);
     // Bytes of the weights read (op timer): every pair's expert, the shared experts per token.
-    timed.emplace(time_op([] { return std::string("moe decode gate_up"); },
-                          t * (k * gate_up.size_bytes() / experts +
-                               (shared ? shared_gate_up.size_bytes() : 0))));
-    cuda::moe_decode_gate_up(x, ids, w, act, stream_);
-    timed.reset();
-    timed.emplace(time_op([] { return std::string("moe decode down+combine"); },
-                          t * (k * down.size_bytes() / experts +
-                               (shared ? shared_down.size_bytes() : 0))));
-    cuda::moe_decode_down(ids, weights, w, act, out, stream_);
+    timed.emplace(
+        time_op([] { return std::string("moe decode gate_up+down"); },
+                t * (k * (gate_up.size_bytes() + down.size_bytes()) / experts +
+                     (shared ? shared_gate_up.size_bytes() + shared_down.size_bytes() : 0))));
+    cuda::moe_decode(x, ids, weights, w, act, out, stream_);
     return out;
   }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,

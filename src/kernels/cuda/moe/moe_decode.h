@@ -8,10 +8,13 @@
 //   2. out[t]    = sum_k weights[t, k] * act[t, k] · Wd[e]^T  +  act_s[t] · Wd_s^T  (fp32 sum).
 //
 // Both kernels stream the weights through shared memory with Hopper's bulk copies, one
-// persistent block per SM (as gemm/gemv_bulk.cu). A pair's expert weights are read once per
-// pair, not once per expert: two tokens that chose one expert read it twice, which is why this
-// is only for a few tokens. A token with an expert id outside [0, E) gets a NaN row (the ids
-// are on the device; moe_combine does the same).
+// persistent block per SM (as gemm/gemv_bulk.cu). moe_decode runs both steps in one launch
+// where act fits in shared memory beside the ring (DeepSeek-V2-Lite: up to 4 tokens): the
+// blocks meet at a grid-wide barrier between the steps while the down weights already stream,
+// which saves a launch's fixed cost (~10 us at batch 1, BENCHMARKS.md run 11) per MoE layer. A
+// pair's expert weights are read once per pair, not once per expert: two tokens that chose one
+// expert read it twice, which is why this is only for a few tokens. A token with an expert id
+// outside [0, E) gets a NaN row (the ids are on the device; moe_combine does the same).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +47,19 @@ void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeigh
 // Step 2: act of step 1, ids and weights F32 [T, top_k] (moe_route's) -> out BF16 [T, d].
 void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWeights& w,
                      const Tensor& act, Tensor& out, cudaStream_t stream);
+
+// How moe_decode runs: kAuto takes one launch where it fits (moe_decode_one_launch_fits) unless
+// KITE_CUDA_MOE_ONE_LAUNCH=0; kOne insists (std::invalid_argument where it does not fit); kTwo
+// runs the two steps above.
+enum class MoeDecodeLaunches { kAuto, kOne, kTwo };
+
+// Both steps: x, ids and weights as above -> out BF16 [T, d]; act is scratch as for step 1.
+void moe_decode(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                const MoeDecodeWeights& w, Tensor& act, Tensor& out, cudaStream_t stream,
+                MoeDecodeLaunches launches = MoeDecodeLaunches::kAuto);
+
+// Whether the one-launch kernel's shared memory (the ring and a copy of act) fits the device.
+bool moe_decode_one_launch_fits(int64_t tokens, int64_t top_k, int64_t inter, int64_t shared_inter);
 
 inline int64_t moe_decode_act_elems(int64_t tokens, int64_t top_k, int64_t inter,
                                     int64_t shared_inter) {

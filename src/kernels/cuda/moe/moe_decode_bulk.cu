@@ -14,12 +14,15 @@
 //     experts' add need no launch of their own.
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm/dot_bf16.cuh"
 #include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/moe/moe_decode.h"
@@ -37,6 +40,7 @@ constexpr int kTileBytes = kRows * kChunk * 2;
 constexpr int kThreads = (kWarps + 1) * 32;
 // Tiles, then full and empty barriers, then the consumer warps' partial sums.
 constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kWarps * 4;
+static_assert(kSmemBytes % 16 == 0, "the one-launch kernel's act copy follows, 16-byte aligned");
 constexpr int kXRegs = kChunk / 8 / (32 * kSplit);  // 16-byte x values per lane and chunk
 constexpr int kMaxTopK = 64;
 
@@ -74,6 +78,8 @@ __device__ __forceinline__ RingState ring_state(uint8_t* smem) {
 }
 
 // This block's work items: groups blockIdx.x, + gridDim.x, ..., each of `per_group` items.
+// (Claiming groups from a device counter instead, so that faster blocks take more, was slower:
+// BENCHMARKS.md run 12.)
 __device__ __forceinline__ int block_items(int groups, int per_group) {
   const int mine =
       static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
@@ -124,52 +130,50 @@ __device__ __forceinline__ int64_t gate_up_row(const GateUpGroup& grp, int r) {
   return r < kHalf ? grp.feature0 + r : grp.half + grp.feature0 + (r - kHalf);
 }
 
-__global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  const auto [full, empty, partial] = ring_state(smem);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int chunks = div_up(a.d, kChunk);
-  const int items =
-      block_items(shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf), chunks);
-  __syncthreads();
+__device__ __forceinline__ int gate_up_items(const Args& a) {
+  return block_items(shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf),
+                     div_up(a.d, kChunk));
+}
 
-  if (warp == kWarps) {
-    if (lane == 0) {
-      const uint64_t policy = l2_evict_first_policy();
-      const int first_routed = shared_groups(a);
-      bool waited = false;
-      for (int item = 0; item < items; ++item) {
-        const int s = ring_slot_to_fill<kStages>(empty, item);
-        const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-        if (!waited && g >= first_routed) {  // routed weights need the router's ids
-          pdl_wait();
-          waited = true;
-        }
-        const GateUpGroup grp = gate_up_group(a, g);
-        const int col0 = c * kChunk;
-        const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
-        int rows = 0;
-        for (int r = 0; r < kRows; ++r) rows += gate_up_row_valid(grp, r);
-        mbar_arrive_expect_tx(&full[s], bytes * rows);
-        for (int r = 0; r < kRows; ++r)
-          if (gate_up_row_valid(grp, r))
-            bulk_copy_g2s(tile_row_at(smem, s, r), grp.w + gate_up_row(grp, r) * a.d + col0, bytes,
-                          &full[s], policy);
-      }
+// The producer thread's gate_up copies: this block's items at ring positions first, first + 1...
+__device__ __forceinline__ void produce_gate_up(const Args& a, const RingState& ring, uint8_t* smem,
+                                                int first, uint64_t policy) {
+  const int chunks = div_up(a.d, kChunk), items = gate_up_items(a);
+  const int first_routed = shared_groups(a);
+  bool waited = false;
+  for (int item = 0; item < items; ++item) {
+    const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
+    const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
+    if (!waited && g >= first_routed) {  // routed weights need the router's ids
+      pdl_wait();
+      waited = true;
     }
-    return;
+    const GateUpGroup grp = gate_up_group(a, g);
+    const int col0 = c * kChunk;
+    const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
+    int rows = 0;
+    for (int r = 0; r < kRows; ++r) rows += gate_up_row_valid(grp, r);
+    mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
+    for (int r = 0; r < kRows; ++r)
+      if (gate_up_row_valid(grp, r))
+        bulk_copy_g2s(tile_row_at(smem, s, r), grp.w + gate_up_row(grp, r) * a.d + col0, bytes,
+                      &ring.full[s], policy);
   }
+}
 
-  pdl_wait();
-  pdl_trigger();
-  const int row = warp % kRows, first = lane + 32 * (warp / kRows);
+// The consumer warps' gate_up: this block's groups' silu(gate) * up into act (global).
+__device__ __forceinline__ void consume_gate_up(const Args& a, const RingState& ring, uint8_t* smem,
+                                                int first) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int chunks = div_up(a.d, kChunk), items = gate_up_items(a);
+  const int row = warp % kRows, lane_col = lane + 32 * (warp / kRows);
   // x's values for this lane's columns of the current chunk, kept while the token and chunk
   // stay (every group of a token reads the same x).
   uint4 xv[kXRegs];
   const bf16* x_held = nullptr;
   float acc = 0.0f;
   for (int item = 0; item < items; ++item) {
-    const int s = ring_slot_filled<kStages>(full, item);
+    const int s = ring_slot_filled<kStages>(ring.full, first + item);
     const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
     const GateUpGroup grp = gate_up_group(a, g);
     const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
@@ -178,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
       const uint4* xr = reinterpret_cast<const uint4*>(xc);
 #pragma unroll
       for (int j = 0; j < kXRegs; ++j) {
-        const int i = first + j * 32 * kSplit;
+        const int i = lane_col + j * 32 * kSplit;
         xv[j] = i < cols8 ? __ldg(xr + i) : make_uint4(0, 0, 0, 0);
       }
       x_held = xc;
@@ -187,19 +191,19 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
       const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
 #pragma unroll
       for (int j = 0; j < kXRegs; ++j) {
-        const int i = first + j * 32 * kSplit;
+        const int i = lane_col + j * 32 * kSplit;
         if (i < cols8) dot8_bf16(tile[i], xv[j], acc);
       }
     }
-    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
+    mbar_arrive(&ring.empty[s]);  // every consumer thread (mbar_init_ring)
     if (c == chunks - 1) {
       acc = warp_sum(acc);
-      if (lane == 0) partial[warp] = acc;
+      if (lane == 0) ring.partial[warp] = acc;
       consumers_sync(kWarps * 32);
       // Warp r < 4 writes feature r: its gate rows' two halves and its up rows' two halves.
       if (warp < kHalf && lane == 0 && gate_up_row_valid(grp, warp)) {
-        const float gate = partial[warp] + partial[warp + kRows];
-        const float up = partial[warp + kHalf] + partial[warp + kHalf + kRows];
+        const float gate = ring.partial[warp] + ring.partial[warp + kRows];
+        const float up = ring.partial[warp + kHalf] + ring.partial[warp + kHalf + kRows];
         // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
         grp.act[grp.feature0 + warp] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
       }
@@ -209,11 +213,24 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
   }
 }
 
+__global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const RingState ring = ring_state(smem);
+  __syncthreads();
+  if (threadIdx.x / 32 == kWarps) {
+    if (threadIdx.x % 32 == 0) produce_gate_up(a, ring, smem, 0, l2_evict_first_policy());
+    return;
+  }
+  pdl_wait();
+  pdl_trigger();
+  consume_gate_up(a, ring, smem, 0);
+}
+
 // ---- down + combine + shared experts ----
 
 struct DownItem {
-  const bf16* w;  // row 0 of the item's 8 rows: the matrix [d, width] at column chunk * kChunk
-  const bf16* x;  // the activation row at the same column
+  const bf16* w;    // row 0 of the item's 8 rows: the matrix [d, width] at column chunk * kChunk
+  int64_t act_off;  // the activation row's element in act, at the same column
   int width, cols;  // the matrix's row length; columns of this chunk
   bool routed;
   int choice;
@@ -223,75 +240,86 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
   const int shared_chunks = div_up(a.shared_inter, kChunk);
   if (i < shared_chunks) {
     const int col0 = i * kChunk;
-    return {a.shared_down + col0, a.act + static_cast<int64_t>(token) * a.shared_inter + col0,
-            a.shared_inter, min(a.shared_inter - col0, kChunk), false, 0};
+    return {a.shared_down + col0,
+            static_cast<int64_t>(token) * a.shared_inter + col0,
+            a.shared_inter,
+            min(a.shared_inter - col0, kChunk),
+            false,
+            0};
   }
   i -= shared_chunks;
   const int per_choice = div_up(a.inter, kChunk), choice = i / per_choice;
   const int col0 = (i % per_choice) * kChunk, pair = token * a.top_k + choice;
   const int64_t e = expert_of(a, pair);
-  return {a.down + e * a.d * a.inter + col0,
-          a.act + static_cast<int64_t>(a.tokens) * a.shared_inter +
-              static_cast<int64_t>(pair) * a.inter + col0,
-          a.inter, min(a.inter - col0, kChunk), true, choice};
+  return {
+      a.down + e * a.d * a.inter + col0,
+      static_cast<int64_t>(a.tokens) * a.shared_inter + static_cast<int64_t>(pair) * a.inter + col0,
+      a.inter,
+      min(a.inter - col0, kChunk),
+      true,
+      choice};
 }
 
-__global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  const auto [full, empty, partial] = ring_state(smem);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int col_groups = div_up(a.d, kRows);
-  const int per_group = div_up(a.shared_inter, kChunk) + a.top_k * div_up(a.inter, kChunk);
-  const int items = block_items(a.tokens * col_groups, per_group);
-  __syncthreads();
+__device__ __forceinline__ int down_col_groups(const Args& a) { return div_up(a.d, kRows); }
+__device__ __forceinline__ int down_per_group(const Args& a) {
+  return div_up(a.shared_inter, kChunk) + a.top_k * div_up(a.inter, kChunk);
+}
 
-  if (warp == kWarps) {
-    if (lane == 0) {
-      const uint64_t policy = l2_evict_first_policy();
-      bool waited = false;
-      for (int item = 0; item < items; ++item) {
-        const int s = ring_slot_to_fill<kStages>(empty, item);
-        const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
-        const int token = g / col_groups, col = (g % col_groups) * kRows;
-        if (!waited && i >= div_up(a.shared_inter, kChunk)) {  // routed rows need the ids
-          pdl_wait();
-          waited = true;
-        }
-        const DownItem it = down_item(a, token, i);
-        const int rows = min(kRows, a.d - col);
-        const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
-        mbar_arrive_expect_tx(&full[s], bytes * rows);
-        for (int r = 0; r < rows; ++r)
-          bulk_copy_g2s(tile_row_at(smem, s, r), it.w + static_cast<int64_t>(col + r) * it.width,
-                        bytes, &full[s], policy);
-      }
+__device__ __forceinline__ int down_items(const Args& a) {
+  return block_items(a.tokens * down_col_groups(a), down_per_group(a));
+}
+
+// The producer thread's down copies, at ring positions first, first + 1, ...
+__device__ __forceinline__ void produce_down(const Args& a, const RingState& ring, uint8_t* smem,
+                                             int first, uint64_t policy) {
+  const int col_groups = down_col_groups(a), per_group = down_per_group(a), items = down_items(a);
+  bool waited = false;
+  for (int item = 0; item < items; ++item) {
+    const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
+    const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
+    const int token = g / col_groups, col = (g % col_groups) * kRows;
+    if (!waited && i >= div_up(a.shared_inter, kChunk)) {  // routed rows need the ids
+      pdl_wait();
+      waited = true;
     }
-    return;
+    const DownItem it = down_item(a, token, i);
+    const int rows = min(kRows, a.d - col);
+    const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
+    mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
+    for (int r = 0; r < rows; ++r)
+      bulk_copy_g2s(tile_row_at(smem, s, r), it.w + static_cast<int64_t>(col + r) * it.width, bytes,
+                    &ring.full[s], policy);
   }
+}
 
-  pdl_wait();
-  pdl_trigger();
-  const int row = warp % kRows, first = lane + 32 * (warp / kRows);
+// The consumer warps' down + combine. `act` is gate_up's output: a.act itself (read through
+// the non-coherent cache: an earlier kernel wrote it) or, ACT_IN_SMEM, this block's copy of it.
+template <bool ACT_IN_SMEM>
+__device__ __forceinline__ void consume_down(const Args& a, const RingState& ring, uint8_t* smem,
+                                             int first, const bf16* act) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col_groups = down_col_groups(a), per_group = down_per_group(a), items = down_items(a);
+  const int row = warp % kRows, lane_col = lane + 32 * (warp / kRows);
   float acc = 0.0f;
   for (int item = 0; item < items; ++item) {
-    const int s = ring_slot_filled<kStages>(full, item);
+    const int s = ring_slot_filled<kStages>(ring.full, first + item);
     const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
     const int token = g / col_groups, col = (g % col_groups) * kRows + row;
     const DownItem it = down_item(a, token, i);
     if (col < a.d) {
       const float factor = it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f;
       const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
-      const uint4* xr = reinterpret_cast<const uint4*>(it.x);
+      const uint4* xr = reinterpret_cast<const uint4*>(act + it.act_off);
       float part = 0.0f;
 #pragma unroll 4
-      for (int q = first; q < it.cols / 8; q += 32 * kSplit)
-        dot8_bf16(tile[q], __ldg(xr + q), part);
+      for (int q = lane_col; q < it.cols / 8; q += 32 * kSplit)
+        dot8_bf16(tile[q], ACT_IN_SMEM ? xr[q] : __ldg(xr + q), part);
       acc = fmaf(factor, part, acc);
     }
-    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
+    mbar_arrive(&ring.empty[s]);  // every consumer thread (mbar_init_ring)
     if (i == per_group - 1) {
       acc = warp_sum(acc);
-      if (lane == 0) partial[warp] = acc;
+      if (lane == 0) ring.partial[warp] = acc;
       consumers_sync(kWarps * 32);
       if (warp < kRows && lane == 0 && col < a.d) {
         bool bad = false;
@@ -299,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
           const int e = a.ids[token * a.top_k + k];
           bad = bad || e < 0 || e >= a.experts;
         }
-        const float total = partial[warp] + partial[warp + kRows];
+        const float total = ring.partial[warp] + ring.partial[warp + kRows];
         a.out[static_cast<int64_t>(token) * a.d + col] =
             __float2bfloat16(bad ? __int_as_float(0x7fffffff) : total);
       }
@@ -309,19 +337,128 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
   }
 }
 
-int persistent_blocks() {
-  static int blocks = 0;
-  if (blocks == 0) {
-    int device = 0, sms = 0;
+__global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const RingState ring = ring_state(smem);
+  __syncthreads();
+  if (threadIdx.x / 32 == kWarps) {
+    if (threadIdx.x % 32 == 0) produce_down(a, ring, smem, 0, l2_evict_first_policy());
+    return;
+  }
+  pdl_wait();
+  pdl_trigger();
+  consume_down<false>(a, ring, smem, 0, a.act);
+}
+
+// ---- both steps in one launch ----
+//
+// The producer streams this block's gate_up tiles and then its down tiles through one ring
+// without a pause: weights never wait for activations, so the down weights are in flight
+// while the last gate_up groups (of every block) finish. The consumers run gate_up, meet every
+// other block at a grid-wide barrier (down needs all of act), copy act into shared memory and
+// run down. The barrier needs every block resident at once: one block per SM, at most as many
+// blocks as SMs (moe_decode), and the next launch may start (pdl_trigger) only once all blocks
+// of this one run, so no later launch can hold an SM that a block of this one waits for.
+//
+// sync[0] counts blocks past gate_up, sync[1] blocks done; the last one done zeroes both for
+// the next launch, which touches them only after pdl_wait, so after this launch has ended.
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void grid_barrier(uint32_t* arrived) {
+  consumers_sync(kWarps * 32);  // this block's act stores are done
+  if (threadIdx.x == 0) {
+    __threadfence();  // ... and visible device-wide before the arrival counts
+    atomicAdd(arrived, 1u);
+    while (load_acquire(arrived) < gridDim.x) __nanosleep(32);
+    __threadfence();
+  }
+  consumers_sync(kWarps * 32);
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    moe_one_launch_kernel(const Args a, uint32_t* sync, int act_elems) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const RingState ring = ring_state(smem);
+  bf16* act_copy = reinterpret_cast<bf16*>(smem + kSmemBytes);
+  __syncthreads();
+  if (threadIdx.x / 32 == kWarps) {
+    if (threadIdx.x % 32 == 0) {
+      const uint64_t policy = l2_evict_first_policy();
+      produce_gate_up(a, ring, smem, 0, policy);
+      produce_down(a, ring, smem, gate_up_items(a), policy);
+    }
+    return;
+  }
+  pdl_wait();
+  pdl_trigger();
+  consume_gate_up(a, ring, smem, 0);
+  grid_barrier(&sync[0]);
+  // Other blocks wrote act during this launch: read it through L2 (ld.global.cg), never a
+  // possibly stale L1 or non-coherent line.
+  const uint4* src = reinterpret_cast<const uint4*>(a.act);
+  uint4* dst = reinterpret_cast<uint4*>(act_copy);
+  for (int i = threadIdx.x; i < act_elems / 8; i += kWarps * 32) dst[i] = __ldcg(src + i);
+  consumers_sync(kWarps * 32);
+  consume_down<true>(a, ring, smem, gate_up_items(a), act_copy);
+  if (threadIdx.x == 0 && atomicAdd(&sync[1], 1u) == gridDim.x - 1) {
+    atomicExch(&sync[0], 0u);
+    atomicExch(&sync[1], 0u);
+  }
+}
+
+// The barrier's counters: a pair per stream that launches the one-launch kernel (launches on
+// different streams could otherwise run at once on one pair). Zero at module load; every
+// launch leaves its pair zero.
+constexpr int kSyncStreams = 64;
+__device__ uint32_t g_one_launch_sync[kSyncStreams * 2];
+
+uint32_t* sync_words(cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::vector<cudaStream_t> streams;
+  static uint32_t* base = nullptr;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!base)
+    KITE_CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&base), g_one_launch_sync));
+  auto it = std::find(streams.begin(), streams.end(), stream);
+  if (it == streams.end()) {
+    KITE_CUDA_OP_CHECK(streams.size() < kSyncStreams, "moe_decode",
+                       "the one-launch MoE serves at most 64 streams");
+    streams.push_back(stream);
+    it = streams.end() - 1;
+  }
+  return base + 2 * (it - streams.begin());
+}
+
+struct DeviceLimits {
+  int sms = 0;
+  int max_smem = 0;  // dynamic shared memory a block may opt in to
+};
+
+const DeviceLimits& persistent_blocks_setup() {
+  static const DeviceLimits limits = [] {
+    DeviceLimits l;
+    int device = 0;
     KITE_CUDA_CHECK(cudaGetDevice(&device));
-    KITE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    KITE_CUDA_CHECK(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, device));
+    KITE_CUDA_CHECK(
+        cudaDeviceGetAttribute(&l.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     for (auto kernel : {moe_gate_up_kernel, moe_down_kernel})
       KITE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kSmemBytes));
-    blocks = sms;  // one block per SM: the ring takes most of its shared memory
-  }
-  return blocks;
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(moe_one_launch_kernel,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem));
+    return l;
+  }();
+  return limits;
 }
+
+// One block per SM: the ring takes most of its shared memory.
+int persistent_blocks() { return persistent_blocks_setup().sms; }
 
 // Checks the shapes both launches see and packs them (x / weights / out may be null: the launch
 // that does not read them).
@@ -423,6 +560,43 @@ void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeigh
   launch_pdl(moe_gate_up_kernel,
              dim3(static_cast<unsigned>(std::min<int64_t>(groups, persistent_blocks()))),
              kThreads, kSmemBytes, stream, a);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
+bool moe_decode_one_launch_fits(int64_t tokens, int64_t top_k, int64_t inter,
+                                int64_t shared_inter) {
+  const int64_t act_bytes = 2 * moe_decode_act_elems(tokens, top_k, inter, shared_inter);
+  return kSmemBytes + act_bytes <= persistent_blocks_setup().max_smem;
+}
+
+void moe_decode(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                const MoeDecodeWeights& w, Tensor& act, Tensor& out, cudaStream_t stream,
+                MoeDecodeLaunches launches) {
+  // KITE_CUDA_MOE_ONE_LAUNCH=0: two launches wherever kAuto would take one (A/B runs).
+  static const bool one_off = env_switched_off("KITE_CUDA_MOE_ONE_LAUNCH");
+  const Args a = checked_args("moe_decode", &x, ids, &weights, w, act, &out);
+  const int64_t act_elems = moe_decode_act_elems(a.tokens, a.top_k, a.inter, a.shared_inter);
+  const bool fits = moe_decode_one_launch_fits(a.tokens, a.top_k, a.inter, a.shared_inter);
+  KITE_CUDA_OP_CHECK(fits || launches != MoeDecodeLaunches::kOne, "moe_decode",
+                     "one launch needs act (" + std::to_string(2 * act_elems) +
+                         " bytes) to fit in shared memory beside the ring");
+  if (launches == MoeDecodeLaunches::kTwo || !fits ||
+      (launches == MoeDecodeLaunches::kAuto && one_off)) {
+    moe_decode_gate_up(x, ids, w, act, stream);
+    moe_decode_down(ids, weights, w, act, out, stream);
+    return;
+  }
+  const int64_t gate_up_groups =
+      int64_t{a.tokens} *
+      ((a.shared_inter + kHalf - 1) / kHalf + int64_t{a.top_k} * ((a.inter + kHalf - 1) / kHalf));
+  const int64_t down_groups = int64_t{a.tokens} * ((a.d + kRows - 1) / kRows);
+  if (a.d == 0) return;
+  // At most one block per SM, so that every block is resident at the grid barrier.
+  const int64_t blocks =
+      std::min<int64_t>(std::max(gate_up_groups, down_groups), persistent_blocks());
+  launch_pdl(moe_one_launch_kernel, dim3(static_cast<unsigned>(blocks)), kThreads,
+             static_cast<size_t>(kSmemBytes + 2 * act_elems), stream, a, sync_words(stream),
+             static_cast<int>(act_elems));
   KITE_CUDA_CHECK_LAUNCH();
 }
 
