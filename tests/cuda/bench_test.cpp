@@ -267,6 +267,46 @@ TEST(CudaBench, DISABLED_BenchGemvKernels) {
   set_gemv_kernel(saved);
 }
 
+// The bulk decode GEMV as a decode step runs it: 64 calls back to back (PDL), per-call time,
+// each call on other weights (≥ 512 MB in turn). Compare with the ring stand-in of
+// launch_gap_bench.cu, which streams the same bytes without the GEMV's arithmetic.
+TEST(CudaBench, DISABLED_BenchGemvBackToBack) {
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+    bool gated;
+  };
+  const Shape shapes[] = {{"o 4096x4096", 4096, 4096, false},
+                          {"qkv 6144x4096", 6144, 4096, false},
+                          {"down 4096x14336", 4096, 14336, false},
+                          {"gate_up+silu 28672x4096", 28672, 4096, true}};
+  const GemvKernel saved = gemv_kernel();
+  set_gemv_kernel(GemvKernel::kBulk);
+  for (const Shape& sh : shapes) {
+    const double bytes = 2.0 * sh.n * sh.k;
+    const int copies = std::max(2, static_cast<int>((512e6 + bytes - 1) / bytes));
+    std::vector<Tensor> ws;
+    for (int c = 0; c < copies; ++c)
+      ws.push_back(random_device({sh.n, sh.k}, DType::kBF16, 70 + c, -0.05f, 0.05f));
+    Tensor x = random_device({1, sh.k}, DType::kBF16, 69);
+    Tensor y = device_empty({1, sh.gated ? sh.n / 2 : sh.n}, DType::kBF16);
+    auto call = [&](int i) {
+      if (sh.gated)
+        gemv_silu_mul(x, ws[i % copies], y, 1, test_stream());
+      else
+        gemv(x, ws[i % copies], nullptr, y, 1, test_stream());
+    };
+    constexpr int kCalls = 64;
+    for (int i = 0; i < 8; ++i) call(i);
+    const double ms = event_ms([&] {
+                        for (int i = 0; i < kCalls; ++i) call(i);
+                      }) /
+                      kCalls;
+    report_bytes(std::string("gemv back to back M1 ") + sh.name, ms, bytes);
+  }
+  set_gemv_kernel(saved);
+}
+
 TEST(CudaBench, DISABLED_BenchSamplingAndRouting) {
   Tensor logits = random_device({64, 151936}, DType::kBF16, 40, -10.0f, 10.0f);
   Tensor ids = device_empty({64}, DType::kI32);

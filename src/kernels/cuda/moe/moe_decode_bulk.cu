@@ -1,7 +1,9 @@
-// Decode-size MoE, two bulk-copy streaming kernels (moe_decode.h).
+// Decode-size MoE, two bulk-copy streaming kernels and one that runs both steps (moe_decode.h).
 //
-// Both kernels use the ring of gemm/gemv_bulk.cu: one persistent block per SM, a producer
-// thread copying tiles of 8 weight rows x up to 2048 columns into 4 stages. Its 16 consumer
+// The kernels use the ring of gemm/gemv_bulk.cu: one persistent block per SM, a producer
+// warp copying tiles of 8 weight rows x up to 2048 columns into 4 stages (lane r copies row r,
+// with the expert ids in shared memory: gate_up 28.9-29.7 us against 29.9-30.3 with one
+// thread reading them from global memory, BENCHMARKS.md run 12). Its 16 consumer
 // warps take two per tile row (gate_up 35.0 us against 37.6 with one warp per row at
 // DeepSeek-V2-Lite batch 1; BENCHMARKS.md run 7). What differs is where a tile's rows come from:
 //   gate_up: work group g is 4 features of one matrix, their 4 gate rows and 4 up rows. The
@@ -38,11 +40,13 @@ constexpr int kChunk = 2048;      // columns per tile row (4 KB)
 constexpr int kStages = 4;
 constexpr int kTileBytes = kRows * kChunk * 2;
 constexpr int kThreads = (kWarps + 1) * 32;
-// Tiles, then full and empty barriers, then the consumer warps' partial sums.
-constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kWarps * 4;
+constexpr int kMaxTopK = 64;
+constexpr int kMaxPairs = 4 * kMaxTopK;
+static_assert(kMaxPairs == kMoeDecodeMaxTokens * kMaxTopK, "the ids' copy holds every pair");
+// Tiles, then full and empty barriers, the consumer warps' partial sums, the producer's ids.
+constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kWarps * 4 + kMaxPairs * 4;
 static_assert(kSmemBytes % 16 == 0, "the one-launch kernel's act copy follows, 16-byte aligned");
 constexpr int kXRegs = kChunk / 8 / (32 * kSplit);  // 16-byte x values per lane and chunk
-constexpr int kMaxTopK = 64;
 
 struct Args {
   const bf16* x;               // [T, d]
@@ -70,11 +74,13 @@ struct RingState {
   uint64_t* full;
   uint64_t* empty;
   float* partial;  // the consumer warps' sums at a group's end
+  int* ids;        // the producer's copy of the expert ids (load_ids)
 };
 __device__ __forceinline__ RingState ring_state(uint8_t* smem) {
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
   if (threadIdx.x == 0) mbar_init_ring(full, full + kStages, kStages, kWarps * 32);
-  return {full, full + kStages, reinterpret_cast<float*>(full + 2 * kStages)};
+  float* partial = reinterpret_cast<float*>(full + 2 * kStages);
+  return {full, full + kStages, partial, reinterpret_cast<int*>(partial + kWarps)};
 }
 
 // This block's work items: groups blockIdx.x, + gridDim.x, ..., each of `per_group` items.
@@ -87,9 +93,21 @@ __device__ __forceinline__ int block_items(int groups, int per_group) {
 }
 
 // An expert id, or 0 for an invalid one (its reads stay in bounds; its token's output is NaN).
-__device__ __forceinline__ int expert_of(const Args& a, int pair) {
-  const int e = a.ids[pair];
+__device__ __forceinline__ int expert_of(const Args& a, const int* ids, int pair) {
+  const int e = ids[pair];
   return e >= 0 && e < a.experts ? e : 0;
+}
+
+// The producer warp waits for the kernel that wrote the ids (pdl_wait) and copies them into
+// shared memory, once: at the first routed item, or earlier, once the ring is full (its next
+// wait for a slot hides the load, which otherwise queues behind the block's own tiles while
+// the ring drains).
+__device__ __forceinline__ void load_ids(const Args& a, const RingState& ring, bool& loaded) {
+  if (loaded) return;
+  pdl_wait();
+  for (int i = threadIdx.x % 32; i < a.tokens * a.top_k; i += 32) ring.ids[i] = a.ids[i];
+  __syncwarp();
+  loaded = true;
 }
 
 // ---- gate_up + silu_mul ----
@@ -105,7 +123,8 @@ __device__ __forceinline__ int shared_groups(const Args& a) {
   return a.tokens * div_up(a.shared_inter, kHalf);
 }
 
-__device__ __forceinline__ GateUpGroup gate_up_group(const Args& a, int g) {
+// ids: where the producer looks up the pair's expert; the consumers (null) need no weights.
+__device__ __forceinline__ GateUpGroup gate_up_group(const Args& a, int g, const int* ids) {
   const int per_shared = div_up(a.shared_inter, kHalf);
   if (g < a.tokens * per_shared) {
     const int t = g / per_shared;
@@ -115,8 +134,9 @@ __device__ __forceinline__ GateUpGroup gate_up_group(const Args& a, int g) {
   }
   g -= a.tokens * per_shared;
   const int per_pair = div_up(a.inter, kHalf), pair = g / per_pair;
-  const int64_t e = expert_of(a, pair);
-  return {a.gate_up + e * 2 * a.inter * a.d, a.x + static_cast<int64_t>(pair / a.top_k) * a.d,
+  const int64_t e = ids ? expert_of(a, ids, pair) : 0;
+  return {ids ? a.gate_up + e * 2 * a.inter * a.d : nullptr,
+          a.x + static_cast<int64_t>(pair / a.top_k) * a.d,
           a.act + static_cast<int64_t>(a.tokens) * a.shared_inter +
               static_cast<int64_t>(pair) * a.inter,
           a.inter, (g % per_pair) * kHalf};
@@ -135,7 +155,9 @@ __device__ __forceinline__ int gate_up_items(const Args& a) {
                      div_up(a.d, kChunk));
 }
 
-// The producer thread's gate_up copies: this block's items at ring positions first, first + 1...
+// The producer warp's gate_up copies: this block's items at ring positions first, first + 1...
+// Lane r copies tile row r, so a tile's eight copies and their address arithmetic are issued
+// side by side rather than one after another by a single thread.
 __device__ __forceinline__ void produce_gate_up(const Args& a, const RingState& ring, uint8_t* smem,
                                                 int first, uint64_t policy) {
   const int chunks = div_up(a.d, kChunk), items = gate_up_items(a);
@@ -144,20 +166,18 @@ __device__ __forceinline__ void produce_gate_up(const Args& a, const RingState& 
   for (int item = 0; item < items; ++item) {
     const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
     const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-    if (!waited && g >= first_routed) {  // routed weights need the router's ids
-      pdl_wait();
-      waited = true;
-    }
-    const GateUpGroup grp = gate_up_group(a, g);
+    if (g >= first_routed || item == kStages) load_ids(a, ring, waited);
+    const GateUpGroup grp = gate_up_group(a, g, ring.ids);
     const int col0 = c * kChunk;
     const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
-    int rows = 0;
-    for (int r = 0; r < kRows; ++r) rows += gate_up_row_valid(grp, r);
-    mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
-    for (int r = 0; r < kRows; ++r)
-      if (gate_up_row_valid(grp, r))
-        bulk_copy_g2s(tile_row_at(smem, s, r), grp.w + gate_up_row(grp, r) * a.d + col0, bytes,
-                      &ring.full[s], policy);
+    const int r = threadIdx.x % 32;
+    const bool mine = r < kRows && gate_up_row_valid(grp, r);
+    const int rows = __popc(__ballot_sync(0xffffffffu, mine));
+    if (r == 0) mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
+    __syncwarp();
+    if (mine)
+      bulk_copy_g2s(tile_row_at(smem, s, r), grp.w + gate_up_row(grp, r) * a.d + col0, bytes,
+                    &ring.full[s], policy);
   }
 }
 
@@ -175,7 +195,7 @@ __device__ __forceinline__ void consume_gate_up(const Args& a, const RingState& 
   for (int item = 0; item < items; ++item) {
     const int s = ring_slot_filled<kStages>(ring.full, first + item);
     const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-    const GateUpGroup grp = gate_up_group(a, g);
+    const GateUpGroup grp = gate_up_group(a, g, nullptr);
     const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
     const bf16* xc = grp.x + col8 * 8;
     if (xc != x_held) {
@@ -218,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) 
   const RingState ring = ring_state(smem);
   __syncthreads();
   if (threadIdx.x / 32 == kWarps) {
-    if (threadIdx.x % 32 == 0) produce_gate_up(a, ring, smem, 0, l2_evict_first_policy());
+    produce_gate_up(a, ring, smem, 0, l2_evict_first_policy());
     return;
   }
   pdl_wait();
@@ -236,7 +256,8 @@ struct DownItem {
   int choice;
 };
 
-__device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
+// ids: as for gate_up_group (the consumers need no weights).
+__device__ __forceinline__ DownItem down_item(const Args& a, int token, int i, const int* ids) {
   const int shared_chunks = div_up(a.shared_inter, kChunk);
   if (i < shared_chunks) {
     const int col0 = i * kChunk;
@@ -250,9 +271,9 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i) {
   i -= shared_chunks;
   const int per_choice = div_up(a.inter, kChunk), choice = i / per_choice;
   const int col0 = (i % per_choice) * kChunk, pair = token * a.top_k + choice;
-  const int64_t e = expert_of(a, pair);
+  const int64_t e = ids ? expert_of(a, ids, pair) : 0;
   return {
-      a.down + e * a.d * a.inter + col0,
+      ids ? a.down + e * a.d * a.inter + col0 : nullptr,
       static_cast<int64_t>(a.tokens) * a.shared_inter + static_cast<int64_t>(pair) * a.inter + col0,
       a.inter,
       min(a.inter - col0, kChunk),
@@ -269,7 +290,7 @@ __device__ __forceinline__ int down_items(const Args& a) {
   return block_items(a.tokens * down_col_groups(a), down_per_group(a));
 }
 
-// The producer thread's down copies, at ring positions first, first + 1, ...
+// The producer warp's down copies, at ring positions first, first + 1, ... (lane r: row r).
 __device__ __forceinline__ void produce_down(const Args& a, const RingState& ring, uint8_t* smem,
                                              int first, uint64_t policy) {
   const int col_groups = down_col_groups(a), per_group = down_per_group(a), items = down_items(a);
@@ -278,15 +299,14 @@ __device__ __forceinline__ void produce_down(const Args& a, const RingState& rin
     const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
     const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
     const int token = g / col_groups, col = (g % col_groups) * kRows;
-    if (!waited && i >= div_up(a.shared_inter, kChunk)) {  // routed rows need the ids
-      pdl_wait();
-      waited = true;
-    }
-    const DownItem it = down_item(a, token, i);
+    if (i >= div_up(a.shared_inter, kChunk) || item == kStages) load_ids(a, ring, waited);
+    const DownItem it = down_item(a, token, i, ring.ids);
     const int rows = min(kRows, a.d - col);
     const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
-    mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
-    for (int r = 0; r < rows; ++r)
+    const int r = threadIdx.x % 32;
+    if (r == 0) mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
+    __syncwarp();
+    if (r < rows)
       bulk_copy_g2s(tile_row_at(smem, s, r), it.w + static_cast<int64_t>(col + r) * it.width, bytes,
                     &ring.full[s], policy);
   }
@@ -305,7 +325,7 @@ __device__ __forceinline__ void consume_down(const Args& a, const RingState& rin
     const int s = ring_slot_filled<kStages>(ring.full, first + item);
     const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
     const int token = g / col_groups, col = (g % col_groups) * kRows + row;
-    const DownItem it = down_item(a, token, i);
+    const DownItem it = down_item(a, token, i, nullptr);
     if (col < a.d) {
       const float factor = it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f;
       const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
@@ -342,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
   const RingState ring = ring_state(smem);
   __syncthreads();
   if (threadIdx.x / 32 == kWarps) {
-    if (threadIdx.x % 32 == 0) produce_down(a, ring, smem, 0, l2_evict_first_policy());
+    produce_down(a, ring, smem, 0, l2_evict_first_policy());
     return;
   }
   pdl_wait();
@@ -387,11 +407,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   bf16* act_copy = reinterpret_cast<bf16*>(smem + kSmemBytes);
   __syncthreads();
   if (threadIdx.x / 32 == kWarps) {
-    if (threadIdx.x % 32 == 0) {
-      const uint64_t policy = l2_evict_first_policy();
-      produce_gate_up(a, ring, smem, 0, policy);
-      produce_down(a, ring, smem, gate_up_items(a), policy);
-    }
+    const uint64_t policy = l2_evict_first_policy();
+    produce_gate_up(a, ring, smem, 0, policy);
+    produce_down(a, ring, smem, gate_up_items(a), policy);
     return;
   }
   pdl_wait();
