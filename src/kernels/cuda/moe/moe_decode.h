@@ -1,4 +1,4 @@
-// Decode-size MoE in two streaming launches (moe_decode_bulk.cu), for steps of a few tokens:
+// Decode-size MoE in one or two streaming launches (moe_decode_bulk.cu), for steps of a few tokens:
 // where the permutation path (moe_dispatch.h) spends about ten launches per layer (permute,
 // gather, two expert GEMVs, silu_mul, combine, then the shared experts and an add), this reads
 // the routed experts straight from the router's choices and folds the shared experts in:
@@ -10,8 +10,8 @@
 // Both kernels stream the weights through shared memory with Hopper's bulk copies, one
 // persistent block per SM (as gemm/gemv_bulk.cu). moe_decode runs both steps in one launch
 // where act fits in shared memory beside the ring (DeepSeek-V2-Lite: up to 4 tokens): the
-// blocks meet at a grid-wide barrier between the steps while the down weights already stream,
-// which saves a launch's fixed cost (~10 us at batch 1, BENCHMARKS.md run 11) per MoE layer. A
+// blocks meet at a grid-wide barrier between the steps while the down weights already stream
+// (DeepSeek-V2-Lite decode 2-4 % faster at batches 2-4, BENCHMARKS.md run 12). A
 // pair's expert weights are read once per pair, not once per expert: two tokens that chose one
 // expert read it twice, which is why this is only for a few tokens. A token with an expert id
 // outside [0, E) gets a NaN row (the ids are on the device; moe_combine does the same).
