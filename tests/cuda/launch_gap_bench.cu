@@ -50,8 +50,8 @@ __device__ __forceinline__ uint64_t now_ns() {
 //     with x held in registers, and at each tile's end silu(gate) * up stored by four lanes.
 template <int WARPS, bool SYNC, bool SPLIT, bool X = false, bool DOT = false>
 __global__ void __launch_bounds__(WARPS * 32 + 32, 1)
-    ring_stream_kernel(const uint8_t* __restrict__ w, int64_t tiles, uint64_t* stamps,
-                       float* sink, bool wait, const uint4* __restrict__ x) {
+    ring_stream_kernel(const uint8_t* __restrict__ w, int64_t tiles, uint64_t* stamps, float* sink,
+                       bool wait, const uint4* __restrict__ x) {
   constexpr int kConsumers = WARPS * 32;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
@@ -73,12 +73,11 @@ __global__ void __launch_bounds__(WARPS * 32 + 32, 1)
         for (int r = 0; r < kRows; ++r) {
           // SPLIT: rows 0-3 of tile t from the first half of the weights, rows 4-7 from the
           // second half (every byte still read once).
-          const int64_t at = SPLIT ? (r < kRows / 2 ? t * kTileBytes / 2 + r * kRowBytes
-                                                    : (tiles + t) * kTileBytes / 2 +
-                                                          (r - kRows / 2) * kRowBytes)
-                                   : t * kTileBytes + r * kRowBytes;
-          bulk_copy_g2s(smem + s * kTileBytes + r * kRowBytes, w + at, kRowBytes, &full[s],
-                        policy);
+          const int64_t at =
+              SPLIT ? (r < kRows / 2 ? t * kTileBytes / 2 + r * kRowBytes
+                                     : (tiles + t) * kTileBytes / 2 + (r - kRows / 2) * kRowBytes)
+                    : t * kTileBytes + r * kRowBytes;
+          bulk_copy_g2s(smem + s * kTileBytes + r * kRowBytes, w + at, kRowBytes, &full[s], policy);
         }
       }
     }
@@ -149,8 +148,7 @@ void run_config(const char* mode, int64_t bytes, const Tensor& buf, int sms) {
     fill_uniform(t, -1.0f, 1.0f, 9, test_stream());
     return t;
   }();
-  KITE_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  KITE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   constexpr int kLaunches = 16;
   const int64_t tiles = bytes / kTileBytes;
   const int64_t span = buf.size_bytes() / bytes;  // distinct weight regions
@@ -202,11 +200,13 @@ void run_config(const char* mode, int64_t bytes, const Tensor& buf, int sms) {
   }
   const double us = 1e-3 / n;
   std::printf(
-      "BENCH launch gaps w%d%s%s%s%s %-5s %6.1f MB: period %6.2f us (%5.0f GB/s), last start %+6.2f, median "
+      "BENCH launch gaps w%d%s%s%s%s %-5s %6.1f MB: period %6.2f us (%5.0f GB/s), last start "
+      "%+6.2f, median "
       "first tile %+6.2f after prev end; own end spread %5.2f; first start after prev first end "
       "%+6.2f\n",
-      WARPS, SYNC ? " sync" : "", SPLIT ? " split" : "", X ? " x" : "", DOT ? " dot" : "", mode, bytes / 1e6, period * us, bytes / (period * us * 1e3), start_late * us,
-      first_late * us, tail * us, first_spread * us);
+      WARPS, SYNC ? " sync" : "", SPLIT ? " split" : "", X ? " x" : "", DOT ? " dot" : "", mode,
+      bytes / 1e6, period * us, bytes / (period * us * 1e3), start_late * us, first_late * us,
+      tail * us, first_spread * us);
   std::fflush(stdout);
 }
 
@@ -216,7 +216,8 @@ TEST(CudaBench, DISABLED_BenchLaunchGaps) {
   Tensor buf = device_empty({int64_t{1} << 29}, DType::kF32);  // 2 GiB
   fill_uniform(buf, -1.0f, 1.0f, 7, test_stream());
   for (int64_t mb : {16, 32, 92, 256, 1024})
-    for (const char* mode : {"wait", "free", "plain"}) run_config<8, false, false>(mode, mb << 20, buf, sms);
+    for (const char* mode : {"wait", "free", "plain"})
+      run_config<8, false, false>(mode, mb << 20, buf, sms);
   // The MoE kernels' features one at a time, at gate_up's size (92 MB).
   run_config<16, false, false>("wait", 92 << 20, buf, sms);
   run_config<8, true, false>("wait", 92 << 20, buf, sms);

@@ -41,8 +41,8 @@ bool moe_decode_applies(const Tensor& x, const MoeDecodeWeights& w);
 
 // Step 1: x BF16 [T, d], ids I32 [T, top_k] (moe_route's) -> act, BF16 scratch of at least
 // moe_decode_act_elems(...) elements: the shared experts' [T, Is], then the pairs' [T * top_k, I].
-void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w,
-                        Tensor& act, cudaStream_t stream);
+void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w, Tensor& act,
+                        cudaStream_t stream);
 
 // Step 2: act of step 1, ids and weights F32 [T, top_k] (moe_route's) -> out BF16 [T, d].
 void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWeights& w,
