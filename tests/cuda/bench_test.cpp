@@ -61,6 +61,18 @@ double median_ms(F&& fn, int warmup = 3, int reps = 20) {
   return times[times.size() / 2];
 }
 
+// Per-call device time of call(0), call(1), ... run 64 at a time back to back (after 8 warm-up
+// calls), as a decode step runs its launches: PDL overlap included, launch latency hidden.
+template <typename F>
+double per_call_ms(F&& call) {
+  constexpr int kCalls = 64;
+  for (int i = 0; i < 8; ++i) call(i);
+  return event_ms([&] {
+           for (int i = 0; i < kCalls; ++i) call(i);
+         }) /
+         kCalls;
+}
+
 void report_bytes(const std::string& name, double ms, double bytes) {
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   std::printf("BENCH %-44s %10.1f us %9.1f GB/s   %5.1f%% of %.0f GB/s\n", name.c_str(), ms * 1e3,
@@ -80,6 +92,17 @@ Tensor random_device(const Shape& shape, DType dtype, uint64_t seed, float lo = 
   Tensor t = device_empty(shape, dtype);
   fill_uniform(t, lo, hi, seed, test_stream());
   return t;
+}
+
+// Random BF16 [n, k] matrices, at least two and enough to total 512 MB, so that timed calls
+// taking them in turn never find their weights in L2.
+std::vector<Tensor> weight_copies(int64_t n, int64_t k, uint64_t seed) {
+  const double bytes = 2.0 * n * k;
+  const int copies = std::max(2, static_cast<int>((512e6 + bytes - 1) / bytes));
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies; ++c)
+    ws.push_back(random_device({n, k}, DType::kBF16, seed + c, -0.05f, 0.05f));
+  return ws;
 }
 
 TEST(CudaBench, DISABLED_BenchNorm) {
@@ -220,10 +243,8 @@ TEST(CudaBench, DISABLED_BenchGemvKernels) {
   const GemvKernel saved = gemv_kernel();
   for (const Shape& sh : shapes) {
     const double bytes = 2.0 * sh.n * sh.k;
-    const int copies = std::max(2, static_cast<int>((512e6 + bytes - 1) / bytes));
-    std::vector<Tensor> ws;
-    for (int c = 0; c < copies; ++c)
-      ws.push_back(random_device({sh.n, sh.k}, DType::kBF16, 40 + c, -0.05f, 0.05f));
+    const std::vector<Tensor> ws = weight_copies(sh.n, sh.k, 40);
+    const int copies = static_cast<int>(ws.size());
     for (int64_t m : {1, 2, 8}) {
       Tensor x = random_device({m, sh.k}, DType::kBF16, 39);
       Tensor y = device_empty({m, sh.n}, DType::kBF16);
@@ -283,11 +304,8 @@ TEST(CudaBench, DISABLED_BenchGemvBackToBack) {
   const GemvKernel saved = gemv_kernel();
   set_gemv_kernel(GemvKernel::kBulk);
   for (const Shape& sh : shapes) {
-    const double bytes = 2.0 * sh.n * sh.k;
-    const int copies = std::max(2, static_cast<int>((512e6 + bytes - 1) / bytes));
-    std::vector<Tensor> ws;
-    for (int c = 0; c < copies; ++c)
-      ws.push_back(random_device({sh.n, sh.k}, DType::kBF16, 70 + c, -0.05f, 0.05f));
+    const std::vector<Tensor> ws = weight_copies(sh.n, sh.k, 70);
+    const size_t copies = ws.size();
     Tensor x = random_device({1, sh.k}, DType::kBF16, 69);
     Tensor y = device_empty({1, sh.gated ? sh.n / 2 : sh.n}, DType::kBF16);
     auto call = [&](int i) {
@@ -296,13 +314,8 @@ TEST(CudaBench, DISABLED_BenchGemvBackToBack) {
       else
         gemv(x, ws[i % copies], nullptr, y, 1, test_stream());
     };
-    constexpr int kCalls = 64;
-    for (int i = 0; i < 8; ++i) call(i);
-    const double ms = event_ms([&] {
-                        for (int i = 0; i < kCalls; ++i) call(i);
-                      }) /
-                      kCalls;
-    report_bytes(std::string("gemv back to back M1 ") + sh.name, ms, bytes);
+    report_bytes(std::string("gemv back to back M1 ") + sh.name, per_call_ms(call),
+                 2.0 * sh.n * sh.k);
   }
   set_gemv_kernel(saved);
 }
@@ -374,14 +387,6 @@ TEST(CudaBench, DISABLED_BenchMoeDecode) {
   const double gate_up_bytes = (top_k * 2 * inter + 2 * shared) * d * 2.0;
   const double down_bytes = (top_k * inter + shared) * d * 2.0;
   cudaStream_t s = test_stream();
-  auto per_call_ms = [&](auto&& call) {
-    constexpr int kCalls = 64;
-    for (int i = 0; i < 8; ++i) call(i);
-    return event_ms([&] {
-             for (int i = 0; i < kCalls; ++i) call(i);
-           }) /
-           kCalls;
-  };
   for (int64_t cycle : {int64_t{1}, layers}) {
     const std::string tag = cycle == 1 ? " (one layer)" : " (8 layers)";
     double ms = per_call_ms([&](int i) { moe_decode_gate_up(x, ids, w[i % cycle], act, s); });

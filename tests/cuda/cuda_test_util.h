@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/stream.h"
 
@@ -117,6 +118,34 @@ inline Tensor linear_ref(const Tensor& x, const Tensor& w, const Tensor* bias) {
   }
   return y;
 }
+
+// What `enqueue` queues on the test stream, captured once as a CUDA graph (as the backend
+// captures decode steps); launch() replays it and waits for it.
+class CapturedGraph {
+ public:
+  template <typename F>
+  explicit CapturedGraph(F&& enqueue) {
+    KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
+    enqueue();
+    KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph_));
+    KITE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CapturedGraph() {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  void launch() {
+    KITE_CUDA_CHECK(cudaGraphLaunch(exec_, test_stream()));
+    KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 inline std::string dtype_label(DType dtype) { return std::string(dtype_name(dtype)); }
 

@@ -9,6 +9,7 @@
 //   wait: consumers pdl_wait() before the first tile (as a GEMV waits for x), then pdl_trigger();
 //   free: consumers only pdl_trigger() (no dependency: what the stream alone costs);
 //   plain: no PDL attribute, so each launch starts when the one before has ended.
+// (Launched through launch_pdl_if, so KITE_CUDA_NO_PDL=1 makes every mode plain.)
 // Per launch (steady state: launches 4-15, averaged): the time from the previous launch's last
 // block end to this one's (period), how late this launch's first tiles land after the previous
 // ended, and the spread of its blocks' end times (tail).
@@ -24,6 +25,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/dot_bf16.cuh"
+#include "kernels/cuda/launch_pdl.cuh"
 
 namespace kite::cuda {
 namespace {
@@ -156,21 +158,11 @@ void run_config(const char* mode, int64_t bytes, const Tensor& buf, int sms) {
   Tensor sink = device_empty({4096}, DType::kF32);
   const bool wait = std::string(mode) == "wait", pdl = std::string(mode) != "plain";
   for (int l = 0; l < kLaunches; ++l) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(sms));
-    config.blockDim = dim3(WARPS * 32 + 32);
-    config.dynamicSmemBytes = kSmem;
-    config.stream = test_stream();
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-    config.attrs = &attr;
-    config.numAttrs = 1;
     const auto* w = static_cast<const uint8_t*>(buf.raw()) + (l % span) * bytes;
     auto* st = static_cast<uint64_t*>(stamps.raw()) + int64_t{l} * sms * 3;
-    KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w, tiles, st,
-                                       static_cast<float*>(sink.raw()), wait,
-                                       static_cast<const uint4*>(x.raw())));
+    launch_pdl_if(pdl, kernel, dim3(static_cast<unsigned>(sms)), WARPS * 32 + 32, kSmem,
+                  test_stream(), w, tiles, st, static_cast<float*>(sink.raw()), wait,
+                  static_cast<const uint4*>(x.raw()));
   }
   KITE_CUDA_CHECK_LAUNCH();
   const Tensor host = to_host(stamps, test_stream());

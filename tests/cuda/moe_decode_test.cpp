@@ -58,9 +58,9 @@ void expect_rows(const Tensor& got, const Tensor& ref, const std::vector<bool>& 
 // Runs the case with `ids` ([T, top_k]) in two launches and, where it fits, in one, and checks
 // every token's row; tokens with an invalid id must be all NaN.
 void check_case(const Case& c, const std::vector<int32_t>& ids, std::mt19937& rng) {
-  SCOPED_TRACE(::testing::Message() << "T=" << c.tokens << " top_k=" << c.top_k << " E="
-                                    << c.experts << " d=" << c.d << " I=" << c.inter
-                                    << " Is=" << c.shared_inter);
+  SCOPED_TRACE(::testing::Message()
+               << "T=" << c.tokens << " top_k=" << c.top_k << " E=" << c.experts << " d=" << c.d
+               << " I=" << c.inter << " Is=" << c.shared_inter);
   Tensor x = random_host({c.tokens, c.d}, rng);
   round_to(x, DType::kBF16);
   const float wa = 1.0f / std::sqrt(static_cast<float>(c.d));
@@ -198,23 +198,18 @@ TEST(CudaMoeDecode, OneLaunchInAGraphEqualsTwoLaunches) {
   const Tensor want_host = download(want);
 
   Tensor got = device_poisoned({c.tokens, c.d}, DType::kBF16);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
-  for (int call = 0; call < 12; ++call)
-    moe_decode(d_x, ids, weights, w, act, got, test_stream(), MoeDecodeLaunches::kOne);
-  KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph));
-  KITE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedGraph graph([&] {
+    for (int call = 0; call < 12; ++call)
+      moe_decode(d_x, ids, weights, w, act, got, test_stream(), MoeDecodeLaunches::kOne);
+  });
   for (int replay = 0; replay < 2; ++replay) {
     poison(got, test_stream());
-    KITE_CUDA_CHECK(cudaGraphLaunch(exec, test_stream()));
+    graph.launch();
     const Tensor got_host = download(got);
     for (int64_t i = 0; i < c.tokens * c.d; ++i)
       ASSERT_EQ(got_host.data<float>()[i], want_host.data<float>()[i])
           << "replay " << replay << " element " << i;
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 // An act too large for shared memory beside the ring: kOne refuses, kAuto takes two launches.

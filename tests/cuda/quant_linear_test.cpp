@@ -487,18 +487,12 @@ TEST(CudaQuantLinear, Fp8CublasLtCapturesAnUntimedShape) {
   const Tensor dx = upload(x, DType::kBF16);
   DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
   Tensor y = device_poisoned({m, n}, DType::kBF16);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
-  quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
-  KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph));
-  KITE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  KITE_CUDA_CHECK(cudaGraphLaunch(exec, test_stream()));
-  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  CapturedGraph graph([&] {
+    quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+  });
+  graph.launch();
   EXPECT_LE(rel_error(download(y), ref), 5e-3);
   EXPECT_EQ(fp8_lt_last_route(), 1);  // untimed: outer vectors, which this GPU has
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 // Captured in a CUDA graph and replayed: same result as the direct call (no allocation or host
@@ -518,17 +512,11 @@ TEST(CudaQuantLinear, CapturesInGraph) {
     DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
     Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
     quantized_linear(blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    KITE_CUDA_CHECK(cudaStreamBeginCapture(test_stream(), cudaStreamCaptureModeThreadLocal));
-    quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
-    KITE_CUDA_CHECK(cudaStreamEndCapture(test_stream(), &graph));
-    KITE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    KITE_CUDA_CHECK(cudaGraphLaunch(exec, test_stream()));
-    KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+    CapturedGraph graph([&] {
+      quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
+    });
+    graph.launch();
     EXPECT_EQ(rel_error(download(y2), download(y1)), 0.0) << quant_format_name(f);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
 }
 

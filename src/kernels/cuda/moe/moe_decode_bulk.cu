@@ -36,13 +36,12 @@ constexpr int kRows = 8;          // weight rows per tile
 constexpr int kHalf = kRows / 2;  // features per gate_up group
 constexpr int kWarps = 16;        // consumer warps: two per tile row, on alternate 16-byte columns
 constexpr int kSplit = kWarps / kRows;
-constexpr int kChunk = 2048;      // columns per tile row (4 KB)
+constexpr int kChunk = 2048;  // columns per tile row (4 KB)
 constexpr int kStages = 4;
 constexpr int kTileBytes = kRows * kChunk * 2;
 constexpr int kThreads = (kWarps + 1) * 32;
 constexpr int kMaxTopK = 64;
-constexpr int kMaxPairs = 4 * kMaxTopK;
-static_assert(kMaxPairs == kMoeDecodeMaxTokens * kMaxTopK, "the ids' copy holds every pair");
+constexpr int kMaxPairs = kMoeDecodeMaxTokens * kMaxTopK;
 // Tiles, then full and empty barriers, the consumer warps' partial sums, the producer's ids.
 constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kWarps * 4 + kMaxPairs * 4;
 static_assert(kSmemBytes % 16 == 0, "the one-launch kernel's act copy follows, 16-byte aligned");
@@ -99,9 +98,9 @@ __device__ __forceinline__ int expert_of(const Args& a, const int* ids, int pair
 }
 
 // The producer warp waits for the kernel that wrote the ids (pdl_wait) and copies them into
-// shared memory, once: at the first routed item, or earlier, once the ring is full (its next
-// wait for a slot hides the load, which otherwise queues behind the block's own tiles while
-// the ring drains).
+// shared memory, once per launch (`loaded` says whether it has): at the first routed item, or
+// earlier, once the ring is full (its next wait for a slot hides the load, which otherwise
+// queues behind the block's own tiles while the ring drains).
 __device__ __forceinline__ void load_ids(const Args& a, const RingState& ring, bool& loaded) {
   if (loaded) return;
   pdl_wait();
@@ -159,14 +158,13 @@ __device__ __forceinline__ int gate_up_items(const Args& a) {
 // Lane r copies tile row r, so a tile's eight copies and their address arithmetic are issued
 // side by side rather than one after another by a single thread.
 __device__ __forceinline__ void produce_gate_up(const Args& a, const RingState& ring, uint8_t* smem,
-                                                int first, uint64_t policy) {
+                                                int first, uint64_t policy, bool& ids_loaded) {
   const int chunks = div_up(a.d, kChunk), items = gate_up_items(a);
   const int first_routed = shared_groups(a);
-  bool waited = false;
   for (int item = 0; item < items; ++item) {
     const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
     const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-    if (g >= first_routed || item == kStages) load_ids(a, ring, waited);
+    if (g >= first_routed || item == kStages) load_ids(a, ring, ids_loaded);
     const GateUpGroup grp = gate_up_group(a, g, ring.ids);
     const int col0 = c * kChunk;
     const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
@@ -233,19 +231,6 @@ __device__ __forceinline__ void consume_gate_up(const Args& a, const RingState& 
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) moe_gate_up_kernel(const Args a) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  const RingState ring = ring_state(smem);
-  __syncthreads();
-  if (threadIdx.x / 32 == kWarps) {
-    produce_gate_up(a, ring, smem, 0, l2_evict_first_policy());
-    return;
-  }
-  pdl_wait();
-  pdl_trigger();
-  consume_gate_up(a, ring, smem, 0);
-}
-
 // ---- down + combine + shared experts ----
 
 struct DownItem {
@@ -292,14 +277,13 @@ __device__ __forceinline__ int down_items(const Args& a) {
 
 // The producer warp's down copies, at ring positions first, first + 1, ... (lane r: row r).
 __device__ __forceinline__ void produce_down(const Args& a, const RingState& ring, uint8_t* smem,
-                                             int first, uint64_t policy) {
+                                             int first, uint64_t policy, bool& ids_loaded) {
   const int col_groups = down_col_groups(a), per_group = down_per_group(a), items = down_items(a);
-  bool waited = false;
   for (int item = 0; item < items; ++item) {
     const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
     const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
     const int token = g / col_groups, col = (g % col_groups) * kRows;
-    if (i >= div_up(a.shared_inter, kChunk) || item == kStages) load_ids(a, ring, waited);
+    if (i >= div_up(a.shared_inter, kChunk) || item == kStages) load_ids(a, ring, ids_loaded);
     const DownItem it = down_item(a, token, i, ring.ids);
     const int rows = min(kRows, a.d - col);
     const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
@@ -357,17 +341,26 @@ __device__ __forceinline__ void consume_down(const Args& a, const RingState& rin
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) moe_down_kernel(const Args a) {
+// One step per launch: gate_up (DOWN false) or down (DOWN true).
+template <bool DOWN>
+__global__ void __launch_bounds__(kThreads, 1) moe_step_kernel(const Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const RingState ring = ring_state(smem);
   __syncthreads();
   if (threadIdx.x / 32 == kWarps) {
-    produce_down(a, ring, smem, 0, l2_evict_first_policy());
+    bool ids_loaded = false;
+    if constexpr (DOWN)
+      produce_down(a, ring, smem, 0, l2_evict_first_policy(), ids_loaded);
+    else
+      produce_gate_up(a, ring, smem, 0, l2_evict_first_policy(), ids_loaded);
     return;
   }
   pdl_wait();
   pdl_trigger();
-  consume_down<false>(a, ring, smem, 0, a.act);
+  if constexpr (DOWN)
+    consume_down<false>(a, ring, smem, 0, a.act);
+  else
+    consume_gate_up(a, ring, smem, 0);
 }
 
 // ---- both steps in one launch ----
@@ -408,8 +401,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (threadIdx.x / 32 == kWarps) {
     const uint64_t policy = l2_evict_first_policy();
-    produce_gate_up(a, ring, smem, 0, policy);
-    produce_down(a, ring, smem, gate_up_items(a), policy);
+    bool ids_loaded = false;  // the down phase reuses gate_up's copy of the ids
+    produce_gate_up(a, ring, smem, 0, policy, ids_loaded);
+    produce_down(a, ring, smem, gate_up_items(a), policy, ids_loaded);
     return;
   }
   pdl_wait();
@@ -465,9 +459,9 @@ const DeviceLimits& persistent_blocks_setup() {
     KITE_CUDA_CHECK(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, device));
     KITE_CUDA_CHECK(
         cudaDeviceGetAttribute(&l.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    for (auto kernel : {moe_gate_up_kernel, moe_down_kernel})
-      KITE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kSmemBytes));
+    for (auto kernel : {moe_step_kernel<false>, moe_step_kernel<true>})
+      KITE_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     KITE_CUDA_CHECK(cudaFuncSetAttribute(moe_one_launch_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, l.max_smem));
     return l;
@@ -493,8 +487,7 @@ Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tens
   KITE_CUDA_OP_CHECK(top_k >= 1 && top_k <= kMaxTopK, op, "top_k must be in [1, 64]");
   KITE_CUDA_OP_CHECK(w.gate_up.dim() == 3 && w.gate_up.size(1) % 2 == 0, op,
                      "gate_up must be [E, 2I, d]");
-  const int64_t experts = w.gate_up.size(0), inter = w.gate_up.size(1) / 2,
-                d = w.gate_up.size(2);
+  const int64_t experts = w.gate_up.size(0), inter = w.gate_up.size(1) / 2, d = w.gate_up.size(2);
   KITE_CUDA_OP_CHECK(w.down.dim() == 3 && w.down.size(0) == experts && w.down.size(1) == d &&
                          w.down.size(2) == inter,
                      op, "down must be [E, d, I]");
@@ -542,19 +535,33 @@ Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tens
   return Args{x ? static_cast<const bf16*>(x->raw()) : nullptr,
               static_cast<const int32_t*>(ids.raw()),
               weights ? static_cast<const float*>(weights->raw()) : nullptr,
-              static_cast<const bf16*>(w.gate_up.raw()),
-              static_cast<const bf16*>(w.down.raw()),
+              static_cast<const bf16*>(w.gate_up.raw()), static_cast<const bf16*>(w.down.raw()),
               has_shared ? static_cast<const bf16*>(w.shared_gate_up.raw()) : nullptr,
               has_shared ? static_cast<const bf16*>(w.shared_down.raw()) : nullptr,
               // Written by the gate_up launch only; the down launch takes act as const.
               static_cast<bf16*>(const_cast<void*>(act.raw())),
-              out ? static_cast<bf16*>(out->raw()) : nullptr,
-              static_cast<int>(tokens),
-              static_cast<int>(top_k),
-              static_cast<int>(experts),
-              static_cast<int>(d),
-              static_cast<int>(inter),
-              static_cast<int>(shared_inter)};
+              out ? static_cast<bf16*>(out->raw()) : nullptr, static_cast<int>(tokens),
+              static_cast<int>(top_k), static_cast<int>(experts), static_cast<int>(d),
+              static_cast<int>(inter), static_cast<int>(shared_inter)};
+}
+
+// Work groups of a step: gate_up's groups of 4 features, or down's 8 output columns per token.
+template <bool DOWN>
+int64_t step_groups(const Args& a) {
+  if constexpr (DOWN) return int64_t{a.tokens} * ((a.d + kRows - 1) / kRows);
+  return int64_t{a.tokens} * ((a.shared_inter + kHalf - 1) / kHalf +
+                              int64_t{a.top_k} * ((a.inter + kHalf - 1) / kHalf));
+}
+
+// One step in its own launch, on checked arguments.
+template <bool DOWN>
+void launch_step(const Args& a, cudaStream_t stream) {
+  const int64_t groups = step_groups<DOWN>(a);
+  if (groups == 0 || a.d == 0) return;
+  launch_pdl(moe_step_kernel<DOWN>,
+             dim3(static_cast<unsigned>(std::min<int64_t>(groups, persistent_blocks()))), kThreads,
+             kSmemBytes, stream, a);
+  KITE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -568,17 +575,14 @@ bool moe_decode_applies(const Tensor& x, const MoeDecodeWeights& w) {
                       w.shared_down.size(1) % 8 == 0));
 }
 
-void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w,
-                        Tensor& act, cudaStream_t stream) {
-  const Args a = checked_args("moe_decode_gate_up", &x, ids, nullptr, w, act, nullptr);
-  const int64_t groups =
-      int64_t{a.tokens} * ((a.shared_inter + kHalf - 1) / kHalf +
-                           int64_t{a.top_k} * ((a.inter + kHalf - 1) / kHalf));
-  if (groups == 0 || a.d == 0) return;
-  launch_pdl(moe_gate_up_kernel,
-             dim3(static_cast<unsigned>(std::min<int64_t>(groups, persistent_blocks()))),
-             kThreads, kSmemBytes, stream, a);
-  KITE_CUDA_CHECK_LAUNCH();
+void moe_decode_gate_up(const Tensor& x, const Tensor& ids, const MoeDecodeWeights& w, Tensor& act,
+                        cudaStream_t stream) {
+  launch_step<false>(checked_args("moe_decode_gate_up", &x, ids, nullptr, w, act, nullptr), stream);
+}
+
+void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWeights& w,
+                     const Tensor& act, Tensor& out, cudaStream_t stream) {
+  launch_step<true>(checked_args("moe_decode_down", nullptr, ids, &weights, w, act, &out), stream);
 }
 
 bool moe_decode_one_launch_fits(int64_t tokens, int64_t top_k, int64_t inter,
@@ -600,32 +604,17 @@ void moe_decode(const Tensor& x, const Tensor& ids, const Tensor& weights,
                          " bytes) to fit in shared memory beside the ring");
   if (launches == MoeDecodeLaunches::kTwo || !fits ||
       (launches == MoeDecodeLaunches::kAuto && one_off)) {
-    moe_decode_gate_up(x, ids, w, act, stream);
-    moe_decode_down(ids, weights, w, act, out, stream);
+    launch_step<false>(a, stream);
+    launch_step<true>(a, stream);
     return;
   }
-  const int64_t gate_up_groups =
-      int64_t{a.tokens} *
-      ((a.shared_inter + kHalf - 1) / kHalf + int64_t{a.top_k} * ((a.inter + kHalf - 1) / kHalf));
-  const int64_t down_groups = int64_t{a.tokens} * ((a.d + kRows - 1) / kRows);
-  if (a.d == 0) return;
   // At most one block per SM, so that every block is resident at the grid barrier.
   const int64_t blocks =
-      std::min<int64_t>(std::max(gate_up_groups, down_groups), persistent_blocks());
+      std::min<int64_t>(std::max(step_groups<false>(a), step_groups<true>(a)), persistent_blocks());
+  if (blocks == 0 || a.d == 0) return;
   launch_pdl(moe_one_launch_kernel, dim3(static_cast<unsigned>(blocks)), kThreads,
              static_cast<size_t>(kSmemBytes + 2 * act_elems), stream, a, sync_words(stream),
              static_cast<int>(act_elems));
-  KITE_CUDA_CHECK_LAUNCH();
-}
-
-void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWeights& w,
-                     const Tensor& act, Tensor& out, cudaStream_t stream) {
-  const Args a = checked_args("moe_decode_down", nullptr, ids, &weights, w, act, &out);
-  const int64_t groups = int64_t{a.tokens} * ((a.d + kRows - 1) / kRows);
-  if (groups == 0) return;
-  launch_pdl(moe_down_kernel,
-             dim3(static_cast<unsigned>(std::min<int64_t>(groups, persistent_blocks()))),
-             kThreads, kSmemBytes, stream, a);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
