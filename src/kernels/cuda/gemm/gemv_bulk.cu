@@ -49,39 +49,43 @@ __device__ __forceinline__ bool tile_row_valid(int64_t g, int r, int64_t n) {
 template <int M, typename TOut, bool GATED>
 __global__ void __launch_bounds__(kThreads, 1)
     gemv_bulk_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                     const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n,
+                     const TOut* __restrict__ bias, const OutSegments<TOut> out, int64_t n_rows,
                      int64_t k) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
   uint64_t* empty = full + kStages;
   float* up_acc = reinterpret_cast<float*>(empty + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t half = n / 2;
-  const int64_t groups = GATED ? (half + kRows / 2 - 1) / (kRows / 2) : (n + kRows - 1) / kRows;
-  const int64_t chunks = (k + kChunk - 1) / kChunk;
+  const int64_t half = n_rows / 2;
+  const int64_t groups =
+      GATED ? (half + kRows / 2 - 1) / (kRows / 2) : (n_rows + kRows - 1) / kRows;
   const int64_t my_groups =
       blockIdx.x < groups ? (groups - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  const int64_t items = my_groups * chunks;
   if (threadIdx.x == 0) mbar_init_ring(full, empty, kStages, kRows * 32);
   __syncthreads();
 
+  // Producer and consumers walk the same items, a row group's chunks in turn; item n of the
+  // block takes ring slot n % kStages. Nested loops, not item / chunks: a 64-bit division per
+  // item and thread costs more issue slots than the tile's dot products leave spare.
   if (warp == kRows) {  // the producer: weights are never written by an earlier kernel, so
     // their stream starts before pdl_wait (while the kernel that writes x still runs).
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
-      for (int64_t item = 0; item < items; ++item) {
-        const int s = ring_slot_to_fill<kStages>(empty, item);
-        const int64_t g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-        const int64_t col0 = c * kChunk;
-        const uint32_t bytes = static_cast<uint32_t>((k - col0 < kChunk ? k - col0 : kChunk) * 2);
+      int64_t n = 0;
+      for (int64_t j = 0; j < my_groups; ++j) {
+        const int64_t g = blockIdx.x + j * gridDim.x;
         int rows = 0;
-        for (int r = 0; r < kRows; ++r) rows += tile_row_valid<GATED>(g, r, n);
-        mbar_arrive_expect_tx(&full[s], bytes * rows);
-        uint8_t* tile = smem + s * kTileBytes;
-        for (int r = 0; r < kRows; ++r)
-          if (tile_row_valid<GATED>(g, r, n))
-            bulk_copy_g2s(tile + r * kChunk * 2, w + tile_row<GATED>(g, r, half) * k + col0, bytes,
-                          &full[s], policy);
+        for (int r = 0; r < kRows; ++r) rows += tile_row_valid<GATED>(g, r, n_rows);
+        for (int64_t col0 = 0; col0 < k; col0 += kChunk, ++n) {
+          const int s = ring_slot_to_fill<kStages>(empty, n);
+          const uint32_t bytes = static_cast<uint32_t>((k - col0 < kChunk ? k - col0 : kChunk) * 2);
+          mbar_arrive_expect_tx(&full[s], bytes * rows);
+          uint8_t* tile = smem + s * kTileBytes;
+          for (int r = 0; r < kRows; ++r)
+            if (tile_row_valid<GATED>(g, r, n_rows))
+              bulk_copy_g2s(tile + r * kChunk * 2, w + tile_row<GATED>(g, r, half) * k + col0,
+                            bytes, &full[s], policy);
+        }
       }
     }
     return;
@@ -91,51 +95,51 @@ __global__ void __launch_bounds__(kThreads, 1)
   pdl_trigger();
   const uint4* xr = reinterpret_cast<const uint4*>(x);
   const int64_t k8 = k / 8;
-  float acc[M];
+  const uint4* tile_row0 = reinterpret_cast<const uint4*>(smem + warp * kChunk * 2);
+  int64_t n = 0;
+  for (int64_t j = 0; j < my_groups; ++j) {
+    const int64_t g = blockIdx.x + j * gridDim.x;
+    const bool valid = tile_row_valid<GATED>(g, warp, n_rows);
+    float acc[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  for (int64_t item = 0; item < items; ++item) {
-    const int s = ring_slot_filled<kStages>(full, item);
-    const int64_t g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-    const bool valid = tile_row_valid<GATED>(g, warp, n);
-    const int64_t col8 = c * (kChunk / 8);
-    const int64_t cols8 = k8 - col8 < kChunk / 8 ? k8 - col8 : kChunk / 8;
-    if (valid) {
-      const uint4* tile = reinterpret_cast<const uint4*>(smem + s * kTileBytes + warp * kChunk * 2);
+    for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+    for (int64_t col8 = 0; col8 < k8; col8 += kChunk / 8, ++n) {
+      const int s = ring_slot_filled<kStages>(full, n);
+      const int cols8 = static_cast<int>(k8 - col8 < kChunk / 8 ? k8 - col8 : kChunk / 8);
+      if (valid) {
+        const uint4* tile = tile_row0 + s * (kTileBytes / 16);
+        const uint4* xc = xr + col8;
 #pragma unroll 4
-      for (int64_t i = lane; i < cols8; i += 32) {
-        const uint4 wv = tile[i];
+        for (int i = lane; i < cols8; i += 32) {
+          const uint4 wv = tile[i];
 #pragma unroll
-        for (int m = 0; m < M; ++m) dot8_bf16(wv, __ldg(xr + m * k8 + col8 + i), acc[m]);
-      }
-    }
-    mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
-    if (c == chunks - 1) {
-#pragma unroll
-      for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
-      if constexpr (GATED) {
-        // The up warps hand their sums to the gate warps of the same features.
-        constexpr int kHalf = kRows / 2;
-        if (warp >= kHalf && lane == 0)
-#pragma unroll
-          for (int m = 0; m < M; ++m) up_acc[(warp - kHalf) * 8 + m] = acc[m];
-        consumers_sync(kRows * 32);
-        if (warp < kHalf && lane == 0 && valid) {
-          const int64_t feature = g * kHalf + warp;
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-            const float gate = acc[m];
-            // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
-            out.y[0][m * half + feature] =
-                from_float<TOut>(gate / (1.0f + expf(-gate)) * up_acc[warp * 8 + m]);
-          }
+          for (int m = 0; m < M; ++m) dot8_bf16(wv, __ldg(xc + m * k8 + i), acc[m]);
         }
-        consumers_sync(kRows * 32);  // up_acc is read before the next group's sums land in it
-      } else {
-        if (lane == 0 && valid) write_feature<M>(out, bias, g * kRows + warp, acc);
       }
+      mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
+    }
 #pragma unroll
-      for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+    for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
+    if constexpr (GATED) {
+      // The up warps hand their sums to the gate warps of the same features.
+      constexpr int kHalf = kRows / 2;
+      if (warp >= kHalf && lane == 0)
+#pragma unroll
+        for (int m = 0; m < M; ++m) up_acc[(warp - kHalf) * 8 + m] = acc[m];
+      consumers_sync(kRows * 32);
+      if (warp < kHalf && lane == 0 && valid) {
+        const int64_t feature = g * kHalf + warp;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          const float gate = acc[m];
+          // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
+          out.y[0][m * half + feature] =
+              from_float<TOut>(gate / (1.0f + expf(-gate)) * up_acc[warp * 8 + m]);
+        }
+      }
+      consumers_sync(kRows * 32);  // up_acc is read before the next group's sums land in it
+    } else {
+      if (lane == 0 && valid) write_feature<M>(out, bias, g * kRows + warp, acc);
     }
   }
 }

@@ -3,7 +3,8 @@
 // The kernels use the ring of gemm/gemv_bulk.cu: one persistent block per SM, a producer
 // warp copying tiles of 8 weight rows x up to 2048 columns into 4 stages (lane r copies row r,
 // with the expert ids in shared memory: gate_up 28.9-29.7 us against 29.9-30.3 with one
-// thread reading them from global memory, BENCHMARKS.md run 12). Its 16 consumer
+// thread reading them from global memory, BENCHMARKS.md run 12; 25.8 us once the consumers'
+// per-tile index arithmetic and barriers were cut, run 13). Its 16 consumer
 // warps take two per tile row (gate_up 35.0 us against 37.6 with one warp per row at
 // DeepSeek-V2-Lite batch 1; BENCHMARKS.md run 7). What differs is where a tile's rows come from:
 //   gate_up: work group g is 4 features of one matrix, their 4 gate rows and 4 up rows. The
@@ -25,6 +26,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/env_switch.h"
+#include "kernels/cuda/fast_divmod.h"
 #include "kernels/cuda/gemm/dot_bf16.cuh"
 #include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/moe/moe_decode.h"
@@ -42,8 +44,9 @@ constexpr int kTileBytes = kRows * kChunk * 2;
 constexpr int kThreads = (kWarps + 1) * 32;
 constexpr int kMaxTopK = 64;
 constexpr int kMaxPairs = kMoeDecodeMaxTokens * kMaxTopK;
-// Tiles, then full and empty barriers, the consumer warps' partial sums, the producer's ids.
-constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + kWarps * 4 + kMaxPairs * 4;
+// Tiles, then full and empty barriers, the consumer warps' partial sums (two sets: a group's
+// sums land in one while the previous group's are read from the other), the producer's ids.
+constexpr int kSmemBytes = kStages * kTileBytes + 2 * kStages * 8 + 2 * kWarps * 4 + kMaxPairs * 4;
 static_assert(kSmemBytes % 16 == 0, "the one-launch kernel's act copy follows, 16-byte aligned");
 constexpr int kXRegs = kChunk / 8 / (32 * kSplit);  // 16-byte x values per lane and chunk
 
@@ -59,6 +62,13 @@ struct Args {
                                // it, down reads it
   bf16* out;                   // [T, d]
   int tokens, top_k, experts, d, inter, shared_inter;  // shared_inter 0: none
+  // The divisors of the per-item index arithmetic (fast_divmod.h: a runtime division costs
+  // ~20 instructions, and every consumer warp does it for every tile).
+  FastDivmod top_k_div;       // top_k
+  FastDivmod per_shared_div;  // gate_up groups per token in the shared experts (>= 1)
+  FastDivmod per_pair_div;    // gate_up groups per (token, choice) pair
+  FastDivmod col_groups_div;  // down: groups of kRows output columns per token
+  FastDivmod per_choice_div;  // down: chunks per routed choice (>= 1)
 };
 
 __device__ __forceinline__ uint8_t* tile_row_at(uint8_t* smem, int s, int r) {
@@ -72,23 +82,35 @@ __device__ __forceinline__ int div_up(int a, int b) { return (a + b - 1) / b; }
 struct RingState {
   uint64_t* full;
   uint64_t* empty;
-  float* partial;  // the consumer warps' sums at a group's end
+  float* partial;  // [2][kWarps]: the consumer warps' sums at a group's end, by group parity
   int* ids;        // the producer's copy of the expert ids (load_ids)
 };
 __device__ __forceinline__ RingState ring_state(uint8_t* smem) {
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kTileBytes);
+  // Every consumer thread arrives to free a slot. One lane per warp after __syncwarp was tried
+  // (16 arrivals per slot instead of 512): no faster — gate_up 26.4 us against 25.8,
+  // DeepSeek-V2-Lite batch 4 5.48 ms against 5.32 (BENCHMARKS.md run 13).
   if (threadIdx.x == 0) mbar_init_ring(full, full + kStages, kStages, kWarps * 32);
   float* partial = reinterpret_cast<float*>(full + 2 * kStages);
-  return {full, full + kStages, partial, reinterpret_cast<int*>(partial + kWarps)};
+  return {full, full + kStages, partial, reinterpret_cast<int*>(partial + 2 * kWarps)};
 }
 
-// This block's work items: groups blockIdx.x, + gridDim.x, ..., each of `per_group` items.
+// The warps' sums for group k (of this block) meet in one set of ring.partial; the set
+// alternates, so one barrier per group suffices: group k + 2 writes k's set only after every
+// warp passed group k + 1's barrier, i.e. after k's sums were read.
+__device__ __forceinline__ float* publish_partial(const RingState& ring, int k, float acc) {
+  float* part = ring.partial + (k & 1) * kWarps;
+  acc = warp_sum(acc);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
+  consumers_sync(kWarps * 32);
+  return part;
+}
+
+// How many of `groups` work groups this block takes: blockIdx.x, + gridDim.x, ...
 // (Claiming groups from a device counter instead, so that faster blocks take more, was slower:
 // BENCHMARKS.md run 12.)
-__device__ __forceinline__ int block_items(int groups, int per_group) {
-  const int mine =
-      static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
-  return mine * per_group;
+__device__ __forceinline__ int block_groups(int groups) {
+  return static_cast<int>(blockIdx.x) < groups ? div_up(groups - blockIdx.x, gridDim.x) : 0;
 }
 
 // An expert id, or 0 for an invalid one (its reads stay in bounds; its token's output is NaN).
@@ -121,24 +143,26 @@ struct GateUpGroup {
 __device__ __forceinline__ int shared_groups(const Args& a) {
   return a.tokens * div_up(a.shared_inter, kHalf);
 }
+__device__ __forceinline__ int gate_up_groups(const Args& a) {
+  return shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf);
+}
 
 // ids: where the producer looks up the pair's expert; the consumers (null) need no weights.
 __device__ __forceinline__ GateUpGroup gate_up_group(const Args& a, int g, const int* ids) {
-  const int per_shared = div_up(a.shared_inter, kHalf);
-  if (g < a.tokens * per_shared) {
-    const int t = g / per_shared;
-    return {a.shared_gate_up, a.x + static_cast<int64_t>(t) * a.d,
-            a.act + static_cast<int64_t>(t) * a.shared_inter, a.shared_inter,
-            (g % per_shared) * kHalf};
+  const int shared = shared_groups(a);
+  int q, f;
+  if (g < shared) {
+    a.per_shared_div.divmod(g, q, f);  // q: the token
+    return {a.shared_gate_up, a.x + static_cast<int64_t>(q) * a.d,
+            a.act + static_cast<int64_t>(q) * a.shared_inter, a.shared_inter, f * kHalf};
   }
-  g -= a.tokens * per_shared;
-  const int per_pair = div_up(a.inter, kHalf), pair = g / per_pair;
-  const int64_t e = ids ? expert_of(a, ids, pair) : 0;
-  return {ids ? a.gate_up + e * 2 * a.inter * a.d : nullptr,
-          a.x + static_cast<int64_t>(pair / a.top_k) * a.d,
-          a.act + static_cast<int64_t>(a.tokens) * a.shared_inter +
-              static_cast<int64_t>(pair) * a.inter,
-          a.inter, (g % per_pair) * kHalf};
+  a.per_pair_div.divmod(g - shared, q, f);  // q: the pair
+  const int64_t e = ids ? expert_of(a, ids, q) : 0;
+  return {
+      ids ? a.gate_up + e * 2 * a.inter * a.d : nullptr,
+      a.x + static_cast<int64_t>(a.top_k_div.div(q)) * a.d,
+      a.act + static_cast<int64_t>(a.tokens) * a.shared_inter + static_cast<int64_t>(q) * a.inter,
+      a.inter, f * kHalf};
 }
 
 // Tile row r of a group: gate row of feature feature0 + r (r < 4), else its up row.
@@ -149,9 +173,9 @@ __device__ __forceinline__ int64_t gate_up_row(const GateUpGroup& grp, int r) {
   return r < kHalf ? grp.feature0 + r : grp.half + grp.feature0 + (r - kHalf);
 }
 
+// Ring items of this block's gate_up: one per group and column chunk.
 __device__ __forceinline__ int gate_up_items(const Args& a) {
-  return block_items(shared_groups(a) + a.tokens * a.top_k * div_up(a.inter, kHalf),
-                     div_up(a.d, kChunk));
+  return block_groups(gate_up_groups(a)) * div_up(a.d, kChunk);
 }
 
 // The producer warp's gate_up copies: this block's items at ring positions first, first + 1...
@@ -159,23 +183,25 @@ __device__ __forceinline__ int gate_up_items(const Args& a) {
 // side by side rather than one after another by a single thread.
 __device__ __forceinline__ void produce_gate_up(const Args& a, const RingState& ring, uint8_t* smem,
                                                 int first, uint64_t policy, bool& ids_loaded) {
-  const int chunks = div_up(a.d, kChunk), items = gate_up_items(a);
-  const int first_routed = shared_groups(a);
-  for (int item = 0; item < items; ++item) {
-    const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
-    const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-    if (g >= first_routed || item == kStages) load_ids(a, ring, ids_loaded);
+  const int chunks = div_up(a.d, kChunk), groups = block_groups(gate_up_groups(a));
+  const int first_routed = shared_groups(a), r = threadIdx.x % 32;
+  int n = 0;  // this phase's items so far
+  for (int k = 0; k < groups; ++k) {
+    const int g = blockIdx.x + k * gridDim.x;
+    if (g >= first_routed) load_ids(a, ring, ids_loaded);
     const GateUpGroup grp = gate_up_group(a, g, ring.ids);
-    const int col0 = c * kChunk;
-    const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
-    const int r = threadIdx.x % 32;
     const bool mine = r < kRows && gate_up_row_valid(grp, r);
     const int rows = __popc(__ballot_sync(0xffffffffu, mine));
-    if (r == 0) mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
-    __syncwarp();
-    if (mine)
-      bulk_copy_g2s(tile_row_at(smem, s, r), grp.w + gate_up_row(grp, r) * a.d + col0, bytes,
-                    &ring.full[s], policy);
+    const bf16* src = mine ? grp.w + gate_up_row(grp, r) * a.d : nullptr;
+    for (int c = 0; c < chunks; ++c, ++n) {
+      const int s = ring_slot_to_fill<kStages>(ring.empty, first + n);
+      if (n == kStages) load_ids(a, ring, ids_loaded);
+      const int col0 = c * kChunk;
+      const uint32_t bytes = static_cast<uint32_t>(min(a.d - col0, kChunk) * 2);
+      if (r == 0) mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
+      __syncwarp();
+      if (mine) bulk_copy_g2s(tile_row_at(smem, s, r), src + col0, bytes, &ring.full[s], policy);
+    }
   }
 }
 
@@ -183,50 +209,47 @@ __device__ __forceinline__ void produce_gate_up(const Args& a, const RingState& 
 __device__ __forceinline__ void consume_gate_up(const Args& a, const RingState& ring, uint8_t* smem,
                                                 int first) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int chunks = div_up(a.d, kChunk), items = gate_up_items(a);
+  const int chunks = div_up(a.d, kChunk), groups = block_groups(gate_up_groups(a));
   const int row = warp % kRows, lane_col = lane + 32 * (warp / kRows);
   // x's values for this lane's columns of the current chunk, kept while the token and chunk
   // stay (every group of a token reads the same x).
   uint4 xv[kXRegs];
   const bf16* x_held = nullptr;
-  float acc = 0.0f;
-  for (int item = 0; item < items; ++item) {
-    const int s = ring_slot_filled<kStages>(ring.full, first + item);
-    const int g = blockIdx.x + (item / chunks) * gridDim.x, c = item % chunks;
-    const GateUpGroup grp = gate_up_group(a, g, nullptr);
-    const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
-    const bf16* xc = grp.x + col8 * 8;
-    if (xc != x_held) {
-      const uint4* xr = reinterpret_cast<const uint4*>(xc);
+  int n = 0;
+  for (int k = 0; k < groups; ++k) {
+    const GateUpGroup grp = gate_up_group(a, blockIdx.x + k * gridDim.x, nullptr);
+    const bool valid = gate_up_row_valid(grp, row);
+    float acc = 0.0f;
+    for (int c = 0; c < chunks; ++c, ++n) {
+      const int s = ring_slot_filled<kStages>(ring.full, first + n);
+      const int col8 = c * (kChunk / 8), cols8 = min(a.d / 8 - col8, kChunk / 8);
+      const bf16* xc = grp.x + col8 * 8;
+      if (xc != x_held) {
+        const uint4* xr = reinterpret_cast<const uint4*>(xc);
 #pragma unroll
-      for (int j = 0; j < kXRegs; ++j) {
-        const int i = lane_col + j * 32 * kSplit;
-        xv[j] = i < cols8 ? __ldg(xr + i) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < kXRegs; ++j) {
+          const int i = lane_col + j * 32 * kSplit;
+          xv[j] = i < cols8 ? __ldg(xr + i) : make_uint4(0, 0, 0, 0);
+        }
+        x_held = xc;
       }
-      x_held = xc;
-    }
-    if (gate_up_row_valid(grp, row)) {
-      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
+      if (valid) {
+        const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
 #pragma unroll
-      for (int j = 0; j < kXRegs; ++j) {
-        const int i = lane_col + j * 32 * kSplit;
-        if (i < cols8) dot8_bf16(tile[i], xv[j], acc);
+        for (int j = 0; j < kXRegs; ++j) {
+          const int i = lane_col + j * 32 * kSplit;
+          if (i < cols8) dot8_bf16(tile[i], xv[j], acc);
+        }
       }
+      mbar_arrive(&ring.empty[s]);
     }
-    mbar_arrive(&ring.empty[s]);  // every consumer thread (mbar_init_ring)
-    if (c == chunks - 1) {
-      acc = warp_sum(acc);
-      if (lane == 0) ring.partial[warp] = acc;
-      consumers_sync(kWarps * 32);
-      // Warp r < 4 writes feature r: its gate rows' two halves and its up rows' two halves.
-      if (warp < kHalf && lane == 0 && gate_up_row_valid(grp, warp)) {
-        const float gate = ring.partial[warp] + ring.partial[warp + kRows];
-        const float up = ring.partial[warp + kHalf] + ring.partial[warp + kHalf + kRows];
-        // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
-        grp.act[grp.feature0 + warp] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
-      }
-      consumers_sync(kWarps * 32);  // partial is read before the next group's sums land in it
-      acc = 0.0f;
+    const float* part = publish_partial(ring, k, acc);
+    // Warp r < 4 writes feature r: its gate rows' two halves and its up rows' two halves.
+    if (warp < kHalf && lane == 0 && gate_up_row_valid(grp, warp)) {
+      const float gate = part[warp] + part[warp + kRows];
+      const float up = part[warp + kHalf] + part[warp + kHalf + kRows];
+      // silu(g) = g / (1 + exp(-g)), the form the CPU op and torch evaluate.
+      grp.act[grp.feature0 + warp] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
     }
   }
 }
@@ -241,6 +264,7 @@ struct DownItem {
   int choice;
 };
 
+// Item i of a token's down group: the shared experts' chunks, then each choice's chunks.
 // ids: as for gate_up_group (the consumers need no weights).
 __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i, const int* ids) {
   const int shared_chunks = div_up(a.shared_inter, kChunk);
@@ -253,9 +277,9 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i, c
             false,
             0};
   }
-  i -= shared_chunks;
-  const int per_choice = div_up(a.inter, kChunk), choice = i / per_choice;
-  const int col0 = (i % per_choice) * kChunk, pair = token * a.top_k + choice;
+  int choice, chunk;
+  a.per_choice_div.divmod(i - shared_chunks, choice, chunk);
+  const int col0 = chunk * kChunk, pair = token * a.top_k + choice;
   const int64_t e = ids ? expert_of(a, ids, pair) : 0;
   return {
       ids ? a.down + e * a.d * a.inter + col0 : nullptr,
@@ -266,33 +290,35 @@ __device__ __forceinline__ DownItem down_item(const Args& a, int token, int i, c
       choice};
 }
 
-__device__ __forceinline__ int down_col_groups(const Args& a) { return div_up(a.d, kRows); }
+__device__ __forceinline__ int down_groups(const Args& a) {
+  return a.tokens * div_up(a.d, kRows);  // kRows output columns of one token each
+}
 __device__ __forceinline__ int down_per_group(const Args& a) {
   return div_up(a.shared_inter, kChunk) + a.top_k * div_up(a.inter, kChunk);
-}
-
-__device__ __forceinline__ int down_items(const Args& a) {
-  return block_items(a.tokens * down_col_groups(a), down_per_group(a));
 }
 
 // The producer warp's down copies, at ring positions first, first + 1, ... (lane r: row r).
 __device__ __forceinline__ void produce_down(const Args& a, const RingState& ring, uint8_t* smem,
                                              int first, uint64_t policy, bool& ids_loaded) {
-  const int col_groups = down_col_groups(a), per_group = down_per_group(a), items = down_items(a);
-  for (int item = 0; item < items; ++item) {
-    const int s = ring_slot_to_fill<kStages>(ring.empty, first + item);
-    const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
-    const int token = g / col_groups, col = (g % col_groups) * kRows;
-    if (i >= div_up(a.shared_inter, kChunk) || item == kStages) load_ids(a, ring, ids_loaded);
-    const DownItem it = down_item(a, token, i, ring.ids);
+  const int groups = block_groups(down_groups(a)), per_group = down_per_group(a);
+  const int shared_chunks = div_up(a.shared_inter, kChunk), r = threadIdx.x % 32;
+  int n = 0;
+  for (int k = 0; k < groups; ++k) {
+    int token, col;
+    a.col_groups_div.divmod(blockIdx.x + k * gridDim.x, token, col);
+    col *= kRows;
     const int rows = min(kRows, a.d - col);
-    const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
-    const int r = threadIdx.x % 32;
-    if (r == 0) mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
-    __syncwarp();
-    if (r < rows)
-      bulk_copy_g2s(tile_row_at(smem, s, r), it.w + static_cast<int64_t>(col + r) * it.width, bytes,
-                    &ring.full[s], policy);
+    for (int i = 0; i < per_group; ++i, ++n) {
+      const int s = ring_slot_to_fill<kStages>(ring.empty, first + n);
+      if (i >= shared_chunks || n == kStages) load_ids(a, ring, ids_loaded);
+      const DownItem it = down_item(a, token, i, ring.ids);
+      const uint32_t bytes = static_cast<uint32_t>(it.cols * 2);
+      if (r == 0) mbar_arrive_expect_tx(&ring.full[s], bytes * rows);
+      __syncwarp();
+      if (r < rows)
+        bulk_copy_g2s(tile_row_at(smem, s, r), it.w + static_cast<int64_t>(col + r) * it.width,
+                      bytes, &ring.full[s], policy);
+    }
   }
 }
 
@@ -302,41 +328,46 @@ template <bool ACT_IN_SMEM>
 __device__ __forceinline__ void consume_down(const Args& a, const RingState& ring, uint8_t* smem,
                                              int first, const bf16* act) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int col_groups = down_col_groups(a), per_group = down_per_group(a), items = down_items(a);
+  const int groups = block_groups(down_groups(a)), per_group = down_per_group(a);
   const int row = warp % kRows, lane_col = lane + 32 * (warp / kRows);
-  float acc = 0.0f;
-  for (int item = 0; item < items; ++item) {
-    const int s = ring_slot_filled<kStages>(ring.full, first + item);
-    const int g = blockIdx.x + (item / per_group) * gridDim.x, i = item % per_group;
-    const int token = g / col_groups, col = (g % col_groups) * kRows + row;
-    const DownItem it = down_item(a, token, i, nullptr);
-    if (col < a.d) {
-      const float factor = it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f;
-      const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
-      const uint4* xr = reinterpret_cast<const uint4*>(act + it.act_off);
-      float part = 0.0f;
+  // Whether the token has an invalid expert id (its output is NaN): looked up by the writing
+  // lanes when the token changes, which is rarely (a block's groups step through one token's
+  // columns).
+  int checked_token = -1;
+  bool bad = false;
+  int n = 0;
+  for (int k = 0; k < groups; ++k) {
+    int token, col;
+    a.col_groups_div.divmod(blockIdx.x + k * gridDim.x, token, col);
+    col = col * kRows + row;
+    float acc = 0.0f;
+    for (int i = 0; i < per_group; ++i, ++n) {
+      const int s = ring_slot_filled<kStages>(ring.full, first + n);
+      if (col < a.d) {
+        const DownItem it = down_item(a, token, i, nullptr);
+        const float factor = it.routed ? a.weights[token * a.top_k + it.choice] : 1.0f;
+        const uint4* tile = reinterpret_cast<const uint4*>(tile_row_at(smem, s, row));
+        const uint4* xr = reinterpret_cast<const uint4*>(act + it.act_off);
+        float part = 0.0f;
 #pragma unroll 4
-      for (int q = lane_col; q < it.cols / 8; q += 32 * kSplit)
-        dot8_bf16(tile[q], ACT_IN_SMEM ? xr[q] : __ldg(xr + q), part);
-      acc = fmaf(factor, part, acc);
+        for (int q = lane_col; q < it.cols / 8; q += 32 * kSplit)
+          dot8_bf16(tile[q], ACT_IN_SMEM ? xr[q] : __ldg(xr + q), part);
+        acc = fmaf(factor, part, acc);
+      }
+      mbar_arrive(&ring.empty[s]);
     }
-    mbar_arrive(&ring.empty[s]);  // every consumer thread (mbar_init_ring)
-    if (i == per_group - 1) {
-      acc = warp_sum(acc);
-      if (lane == 0) ring.partial[warp] = acc;
-      consumers_sync(kWarps * 32);
-      if (warp < kRows && lane == 0 && col < a.d) {
-        bool bad = false;
-        for (int k = 0; k < a.top_k; ++k) {
-          const int e = a.ids[token * a.top_k + k];
+    const float* part = publish_partial(ring, k, acc);
+    if (warp < kRows && lane == 0 && col < a.d) {
+      if (token != checked_token) {
+        bad = false;
+        for (int j = 0; j < a.top_k; ++j) {
+          const int e = a.ids[token * a.top_k + j];
           bad = bad || e < 0 || e >= a.experts;
         }
-        const float total = ring.partial[warp] + ring.partial[warp + kRows];
-        a.out[static_cast<int64_t>(token) * a.d + col] =
-            __float2bfloat16(bad ? __int_as_float(0x7fffffff) : total);
+        checked_token = token;
       }
-      consumers_sync(kWarps * 32);  // partial is read before the next group's sums land in it
-      acc = 0.0f;
+      a.out[static_cast<int64_t>(token) * a.d + col] =
+          __float2bfloat16(bad ? __int_as_float(0x7fffffff) : part[warp] + part[warp + kRows]);
     }
   }
 }
@@ -532,6 +563,9 @@ Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tens
     KITE_CUDA_OP_CHECK(out->dim() == 2 && out->size(0) == tokens && out->size(1) == d, op,
                        "out must be [T, d]");
   }
+  auto divisor = [](int64_t v) {
+    return FastDivmod(static_cast<int32_t>(std::max<int64_t>(v, 1)));
+  };
   return Args{x ? static_cast<const bf16*>(x->raw()) : nullptr,
               static_cast<const int32_t*>(ids.raw()),
               weights ? static_cast<const float*>(weights->raw()) : nullptr,
@@ -542,7 +576,9 @@ Args checked_args(const char* op, const Tensor* x, const Tensor& ids, const Tens
               static_cast<bf16*>(const_cast<void*>(act.raw())),
               out ? static_cast<bf16*>(out->raw()) : nullptr, static_cast<int>(tokens),
               static_cast<int>(top_k), static_cast<int>(experts), static_cast<int>(d),
-              static_cast<int>(inter), static_cast<int>(shared_inter)};
+              static_cast<int>(inter), static_cast<int>(shared_inter), divisor(top_k),
+              divisor((shared_inter + kHalf - 1) / kHalf), divisor((inter + kHalf - 1) / kHalf),
+              divisor((d + kRows - 1) / kRows), divisor((inter + kChunk - 1) / kChunk)};
 }
 
 // Work groups of a step: gate_up's groups of 4 features, or down's 8 output columns per token.
