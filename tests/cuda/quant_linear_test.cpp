@@ -217,33 +217,40 @@ TEST(CudaQuantLinear, DecodeFp8PerChannelMatchesCpu) { run_decode(QuantFormat::k
 TEST(CudaQuantLinear, DecodeInt8PerChannelMatchesCpu) { run_decode(QuantFormat::kInt8PerChannel); }
 TEST(CudaQuantLinear, DecodeFp8BlockMatchesCpu) { run_decode(QuantFormat::kFp8Block); }
 
-// W4A16 on the bulk GEMV (path 3) for any group size: one group per chunk (64), groups
-// straddling stages (192 = 3 chunks), the usual 128, and one group over all of K (per-channel
-// INT4, K not a multiple of 64: padded); M = 1, 2 and 8.
-TEST(CudaQuantLinear, Int4BulkGemvTakesAnyGroupSize) {
+// W4A16's decode kernels for any group size: the bulk GEMV (path 3) and the register-ring
+// decode kernel (path 2, which pairs the chunks of a group when a group has an even number of
+// them: 128, 256; also with 3 warps and U = 2, so a warp's chunk run is rounded up to even and
+// the last warp's run is short or empty). One group per chunk (64), groups straddling stages
+// (192 = 3 chunks), 128 over an odd number of chunks (960 = 15), 256, and one group over all of
+// K (per-channel INT4, K not a multiple of 64: padded); M = 1, 2 and 8.
+TEST(CudaQuantLinear, Int4DecodeKernelsTakeAnyGroupSize) {
   auto rng = test_rng();
   struct G { int64_t group, k; };
-  for (const G& gk : {G{64, 4160}, G{192, 4224}, G{128, 8256}, G{1000, 1000}})
-    for (int64_t m : {1, 2, 8}) {
-      SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +
-                   " M=" + std::to_string(m));
-      const int64_t n = 200;
-      const QuantizedWeight q =
-          quantize_int4_group(random_host({n, gk.k}, rng, -0.05f, 0.05f), gk.group);
-      Tensor x = random_host({m, gk.k}, rng);
-      round_to(x, DType::kBF16);
-      Tensor ref = Tensor::empty({m, n});
-      ops::quantized_linear(x, q, nullptr, ref);
-      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
-      const Tensor dx = upload(x, DType::kBF16);
-      DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
-      Tensor y = device_poisoned({m, n}, DType::kF32);
-      set_quant_decode_override(3);
-      quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
-      set_quant_decode_override(0);
-      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-      EXPECT_LE(rel_error(download(y), ref), 1e-4);
-    }
+  struct P { int path, kw, u; };
+  for (const G& gk : {G{64, 4160}, G{192, 4224}, G{128, 8256}, G{128, 960}, G{256, 4096},
+                      G{1000, 1000}})
+    for (int64_t m : {1, 2, 8})
+      for (const P& pv : {P{3, 0, 0}, P{2, 0, 0}, P{2, 3, 2}}) {
+        SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +
+                     " M=" + std::to_string(m) + " path " + std::to_string(pv.path) + " kw " +
+                     std::to_string(pv.kw) + " U " + std::to_string(pv.u));
+        const int64_t n = 200;
+        const QuantizedWeight q =
+            quantize_int4_group(random_host({n, gk.k}, rng, -0.05f, 0.05f), gk.group);
+        Tensor x = random_host({m, gk.k}, rng);
+        round_to(x, DType::kBF16);
+        Tensor ref = Tensor::empty({m, n});
+        ops::quantized_linear(x, q, nullptr, ref);
+        const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+        const Tensor dx = upload(x, DType::kBF16);
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+        Tensor y = device_poisoned({m, n}, DType::kF32);
+        set_quant_decode_override(pv.path, pv.kw, pv.u);
+        quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+        set_quant_decode_override(0);
+        KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+        EXPECT_LE(rel_error(download(y), ref), 1e-4);
+      }
 }
 
 // Decode kernel and bulk GEMV vs the tensor-core kernel on the same inputs (M = 1..8): same function.
@@ -616,7 +623,7 @@ std::pair<double, double> time_us(Fn&& fn, int copies) {
 TEST(CudaQuantLinearBench, DISABLED_Bench) {
   constexpr int kCopies = 4;
   const std::pair<int64_t, int64_t> shapes[] = {
-      {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}};  // (N, K)
+      {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
   const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                                  QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
   std::printf("%-17s %-7s %2s %5s %6s %9s %9s %8s %6s %6s\n", "format", "path", "M", "N", "K",

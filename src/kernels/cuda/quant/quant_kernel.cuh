@@ -48,6 +48,27 @@ __device__ __forceinline__ uint32_t sub_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
+// W4A16's A fragment for one k16 step from one 32-bit code word (nibbles 0..7; fragment
+// registers a0..a3 take nibble pairs (0,4), (1,5), (2,6), (3,7)), as exact BF16 (q - zero):
+// each pair is masked into the mantissa of 128.0 (0x4300) by one LOP3 (written out: the
+// compiler splits a mask-and-or of two immediates into two) and (128 + zero) is subtracted.
+// z0 / z1: w4_zero2() of rows g and g + 8. The kernels are instruction-bound, so this counts.
+template <uint32_t kMask, uint32_t kMagic>
+__device__ __forceinline__ uint32_t and_or(uint32_t a) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "n"(kMask), "n"(kMagic));
+  return d;
+}
+__device__ __forceinline__ uint32_t w4_zero2(uint32_t zero) {  // (128 + zero) twice, one PRMT
+  return __byte_perm(zero, 0x43u, 0x4040);
+}
+__device__ __forceinline__ void w4_frag(uint32_t q, uint32_t z0, uint32_t z1, uint32_t (&a)[4]) {
+  a[0] = sub_bf16x2(and_or<0x000F000Fu, 0x43004300u>(q), z0);
+  a[1] = sub_bf16x2(and_or<0x000F000Fu, 0x43004300u>(q >> 4), z1);
+  a[2] = sub_bf16x2(and_or<0x000F000Fu, 0x43004300u>(q >> 8), z0);
+  a[3] = sub_bf16x2(and_or<0x000F000Fu, 0x43004300u>(q >> 12), z1);
+}
+
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }

@@ -124,8 +124,7 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
       if (c >= p.nchunks) break;
       if constexpr (kW4F) {
         const float s0 = ws[u][0], s1 = ws[u][1];
-        const uint32_t z0 = (0x4300u | wz[u][0]) * 0x10001u;
-        const uint32_t z1 = (0x4300u | wz[u][1]) * 0x10001u;
+        const uint32_t z0 = w4_zero2(wz[u][0]), z1 = w4_zero2(wz[u][1]);
         float ct[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; ++j)
@@ -133,13 +132,8 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
           for (int i = 0; i < 4; ++i) ct[j][i] = 0.0f;
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-          const uint32_t q = word(wv[u][0], s);
           uint32_t a[4];
-          // Pair p = nibbles p and p + 4 -> BF16x2 {128 + q_lo, 128 + q_hi}; minus 128 + zero.
-          a[0] = sub_bf16x2((q & 0x000F000Fu) | 0x43004300u, z0);
-          a[1] = sub_bf16x2(((q >> 4) & 0x000F000Fu) | 0x43004300u, z1);
-          a[2] = sub_bf16x2(((q >> 8) & 0x000F000Fu) | 0x43004300u, z0);
-          a[3] = sub_bf16x2(((q >> 12) & 0x000F000Fu) | 0x43004300u, z1);
+          w4_frag(word(wv[u][0], s), z0, z1, a);
 #pragma unroll
           for (int j = 0; j < NT; ++j)
             mma_bf16(ct[j], a, word(xv[u][j][s >> 1], (s & 1) * 2),
@@ -315,47 +309,56 @@ void launch_any(Fmt f, const KParams& p, cudaStream_t stream) {
 // through shared memory (deterministic). Launched with programmatic dependent launch: the first
 // U chunks are requested before waiting for the kernel that wrote x.
 
+// One lane's weight stream, addressed once before the loop so that each chunk's loads cost a
+// 32-bit index each (64-bit products per chunk were a good part of the loop's instructions).
+struct DecStream {
+  const uint8_t* w;  // W4: the tile's codes + 16 * lane; 8-bit: row g's codes + 16 * t
+  const float* s;    // W4: group scales of row g (group stride n_pad)
+  const uint8_t* z;  // W4: group zeros of row g
+};
+
 template <int F, int WL>
-__device__ __forceinline__ void dec_load_w(const KParams& p, int tile, int row_g, int lane,
-                                           int64_t kpad, int c, uint4 (&wv)[WL], float (&ws)[2],
-                                           uint32_t (&wz)[2]) {
+__device__ __forceinline__ void dec_load_w(const DecStream& st, int kpad, int c, uint4 (&wv)[WL]) {
   if constexpr (F == kW4) {
-    wv[0] = __ldcs(reinterpret_cast<const uint4*>(p.codes) +
-                   (static_cast<int64_t>(tile) * p.nchunks + c) * 32 + lane);
-    const int64_t so = static_cast<int64_t>(group_of_chunk(p, c)) * p.n_pad + row_g;
-    ws[0] = __ldg(p.wscale + so);
-    ws[1] = __ldg(p.wscale + so + 8);
-    wz[0] = __ldg(p.zeros + so);
-    wz[1] = __ldg(p.zeros + so + 8);
+    wv[0] = __ldcs(reinterpret_cast<const uint4*>(st.w + c * 512));
   } else {
-    const int t = lane & 3;
-    const uint8_t* base = p.codes + static_cast<int64_t>(row_g) * kpad + c * kChunk + 16 * t;
-    wv[0] = __ldcs(reinterpret_cast<const uint4*>(base));
-    wv[1] = __ldcs(reinterpret_cast<const uint4*>(base + 8 * kpad));
+    wv[0] = __ldcs(reinterpret_cast<const uint4*>(st.w + c * 64));
+    wv[1] = __ldcs(reinterpret_cast<const uint4*>(st.w + c * 64 + 8 * kpad));
   }
 }
 
+// W4: the group scales and zeros of rows g and g + 8 for chunk c.
+__device__ __forceinline__ void dec_load_sz(const KParams& p, const DecStream& st, int c,
+                                            float (&ws)[2], uint32_t (&wz)[2]) {
+  const int so = group_of_chunk(p, c) * p.n_pad;
+  ws[0] = __ldg(st.s + so);
+  ws[1] = __ldg(st.s + so + 8);
+  wz[0] = __ldg(st.z + so);
+  wz[1] = __ldg(st.z + so + 8);
+}
+
+// xoff: this lane's token row of x + 16 channels * t, in elements (a 32-bit offset from the
+// parameter's base: a per-lane 64-bit pointer was rematerialized in every chunk).
 template <int F, int XL>
-__device__ __forceinline__ void dec_load_x(const KParams& p, int g, int t, bool active, int c,
+__device__ __forceinline__ void dec_load_x(const KParams& p, int xoff, bool active, int c,
                                            uint4 (&xv)[XL]) {
   if (active) {
-    if constexpr (F == kW4) {
-      const uint4* xp = reinterpret_cast<const uint4*>(
-          static_cast<const bf16*>(p.x) + static_cast<int64_t>(g) * p.ldx + c * kChunk + 16 * t);
-      xv[0] = __ldg(xp);
-      xv[1] = __ldg(xp + 1);
-    } else {
-      xv[0] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) +
-                                                   static_cast<int64_t>(g) * p.ldx + c * kChunk +
-                                                   16 * t));
-    }
+    constexpr int kElems = 64;  // a 64-channel chunk of x: BF16 (W4) or 8-bit codes
+    const uint4* xp =
+        F == kW4
+            ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + xoff + c * kElems)
+            : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) + xoff + c * kElems);
+#pragma unroll
+    for (int h = 0; h < XL; ++h) xv[h] = __ldg(xp + h);
   } else {
 #pragma unroll
     for (int h = 0; h < XL; ++h) xv[h] = make_uint4(0, 0, 0, 0);
   }
 }
 
-template <int F, int U, typename TOut>
+// kPair (W4 with an even number of chunks per group, cpw even): the two chunks of a pair share
+// one group, so their scales and zeros are loaded once (half the scale loads and registers).
+template <int F, int U, typename TOut, bool kPair = false>
 __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) {
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
   constexpr bool kW4F = F == kW4;
@@ -366,48 +369,59 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
   const int g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x;
   const int row_g = tile * 16 + g;
-  const int64_t kpad = static_cast<int64_t>(p.nchunks) * kChunk;
+  const int kpad = p.nchunks * static_cast<int>(kChunk);
   const int cb = wk * cpw;
   const int ce = min(p.nchunks, cb + cpw);
   const bool tok_ok = g < p.m;  // this lane's B-fragment token
 
+  DecStream st;
+  if constexpr (kW4F) {
+    st.w = p.codes + static_cast<int64_t>(tile) * p.nchunks * 512 + 16 * lane;
+    st.s = p.wscale + row_g;
+    st.z = p.zeros + row_g;
+  } else {
+    st.w = p.codes + static_cast<int64_t>(row_g) * kpad + 16 * t;
+  }
+  const int xoff = min(g, p.m - 1) * p.ldx + 16 * t;
+
+  constexpr int kSS = kPair ? 2 : 1;  // chunks per scale slot
   uint4 wv[U][WL];
   float ws[U][2];
   uint32_t wz[U][2];
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    if (cb + u < ce) dec_load_w<F, WL>(p, tile, row_g, lane, kpad, cb + u, wv[u], ws[u], wz[u]);
+    if (cb + u < ce) {
+      dec_load_w<F, WL>(st, kpad, cb + u, wv[u]);
+      if constexpr (kW4F)
+        if (u % kSS == 0) dec_load_sz(p, st, cb + u, ws[u], wz[u]);
+    }
   pdl_wait();  // x (and its scales) come from the previous kernel
   pdl_trigger();
 
   Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
   uint4 xc[XL];
-  dec_load_x<F, XL>(p, g, t, tok_ok && cb < ce, cb, xc);
+  dec_load_x<F, XL>(p, xoff, tok_ok && cb < ce, cb, xc);
   for (int c0 = cb; c0 < ce; c0 += U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u;
       if (c < ce) {
         uint4 xn[XL];
-        dec_load_x<F, XL>(p, g, t, tok_ok && c + 1 < ce, c + 1, xn);
+        dec_load_x<F, XL>(p, xoff, tok_ok && c + 1 < ce, c + 1, xn);
+        const int su = u - u % kSS;  // this chunk's scale slot (a constant once unrolled)
         if constexpr (kW4F) {
-          const uint32_t z0 = (0x4300u | wz[u][0]) * 0x10001u;
-          const uint32_t z1 = (0x4300u | wz[u][1]) * 0x10001u;
+          const uint32_t z0 = w4_zero2(wz[su][0]), z1 = w4_zero2(wz[su][1]);
           float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int s = 0; s < 4; ++s) {
-            const uint32_t q = word(wv[u][0], s);
             uint32_t a[4];
-            a[0] = sub_bf16x2((q & 0x000F000Fu) | 0x43004300u, z0);
-            a[1] = sub_bf16x2(((q >> 4) & 0x000F000Fu) | 0x43004300u, z1);
-            a[2] = sub_bf16x2(((q >> 8) & 0x000F000Fu) | 0x43004300u, z0);
-            a[3] = sub_bf16x2(((q >> 12) & 0x000F000Fu) | 0x43004300u, z1);
+            w4_frag(word(wv[u][0], s), z0, z1, a);
             mma_bf16(ct, a, word(xc[s >> 1], (s & 1) * 2), word(xc[s >> 1], (s & 1) * 2 + 1));
           }
-          acc[0] = fmaf(ct[0], ws[u][0], acc[0]);
-          acc[1] = fmaf(ct[1], ws[u][0], acc[1]);
-          acc[2] = fmaf(ct[2], ws[u][1], acc[2]);
-          acc[3] = fmaf(ct[3], ws[u][1], acc[3]);
+          acc[0] = fmaf(ct[0], ws[su][0], acc[0]);
+          acc[1] = fmaf(ct[1], ws[su][0], acc[1]);
+          acc[2] = fmaf(ct[2], ws[su][1], acc[2]);
+          acc[3] = fmaf(ct[3], ws[su][1], acc[3]);
         } else if constexpr (F == kFp8Blk) {
           const int kb = group_of_chunk(p, c);
           const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
@@ -440,7 +454,10 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
             mma_8bit(acc, a, word(xc[0], 2 * s), word(xc[0], 2 * s + 1));
           }
         }
-        if (c + U < ce) dec_load_w<F, WL>(p, tile, row_g, lane, kpad, c + U, wv[u], ws[u], wz[u]);
+        if (c + U < ce) dec_load_w<F, WL>(st, kpad, c + U, wv[u]);
+        if constexpr (kW4F)  // the slot's last chunk is done: the next pair's scales
+          if (u % kSS == kSS - 1 && c + U - (kSS - 1) < ce)
+            dec_load_sz(p, st, c + U - (kSS - 1), ws[su], wz[su]);
 #pragma unroll
         for (int h = 0; h < XL; ++h) xc[h] = xn[h];
       }
@@ -484,9 +501,23 @@ void launch_decode(const KParams& p, cudaStream_t stream) {
   // FP8 block at U = 4 spills (its per-chunk scale loads); the others fit 64 registers.
   const int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk ? 2 : 4);
   const int kw = g_dec_kw > 0 ? std::min(g_dec_kw, kDecMaxWarps) : decode_warps(p, u);
-  const int cpw = static_cast<int>(ceil_div(p.nchunks, kw));
+  // W4 with an even number of chunks per group (group 128: 2) pairs its chunks: every warp's
+  // run starts on an even chunk (cpw even), so chunks 2i and 2i + 1 are in one group.
+  const bool pair = F == kW4 && p.chunks_per_group % 2 == 0;
+  int cpw = static_cast<int>(ceil_div(p.nchunks, kw));
+  if (pair) cpw += cpw & 1;
   const dim3 grid(static_cast<unsigned>(p.n_pad / 16));
   const size_t smem = static_cast<size_t>(kw) * 128 * 4;
+  if constexpr (F == kW4) {
+    if (pair) {
+      if (u == 2)
+        launch_pdl(qdec_kernel<F, 2, TOut, true>, grid, kw * 32, smem, stream, p, cpw);
+      else
+        launch_pdl(qdec_kernel<F, 4, TOut, true>, grid, kw * 32, smem, stream, p, cpw);
+      KITE_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   if (u == 2)
     launch_pdl(qdec_kernel<F, 2, TOut>, grid, kw * 32, smem, stream, p, cpw);
   else
@@ -601,7 +632,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   KITE_CUDA_OP_CHECK(!ys.empty() && ys.size() <= 4, kOp, "1 to 4 outputs");
   KITE_CUDA_OP_CHECK(ys.size() == 1 || quantized_split_applies(w, m, ys.size()), kOp,
                      "split outputs are not taken by the cuBLASLt routes (FP8 / INT8 per channel "
-                     "above " + std::to_string(kLtMinRows) + " rows, INT4 above " +
+                     "above " +
+                         std::to_string(kLtMinRows) + " rows, INT4 above " +
                          std::to_string(kW4DequantMinRows) + ")");
   int64_t width_sum = 0;
   for (Tensor* y : ys) {
@@ -659,8 +691,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       auto* wd = reinterpret_cast<bf16*>(ws + round_up(m * kp * 2, 256));
       launch_w4_dequant(p.codes, p.wscale, p.zeros, w.padded_out, kp, p.chunks_per_group, wd,
                         stream);
-      const Tensor xt = Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr,
-                                     Device::kCuda);
+      const Tensor xt =
+          Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr, Device::kCuda);
       const Tensor wt = Tensor::wrap(wd, {n, kp}, DType::kBF16, nullptr, Device::kCuda);
       linear(blas, xt, wt, bias, y, stream);
       return;
@@ -682,13 +714,11 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // vectors, INT8's are applied to the exact S32 product after.
     if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m)) {
       void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
-      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
-                                          sx, m, kp, kp, bias, y, static_cast<float*>(acc),
-                                          stream))
+      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
+                                          m, kp, kp, bias, y, static_cast<float*>(acc), stream))
         return;
-      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
-                                          sx, m, kp, kp, bias, y, static_cast<int32_t*>(acc),
-                                          stream))
+      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
+                                          m, kp, kp, bias, y, static_cast<int32_t*>(acc), stream))
         return;
     }
   }
@@ -707,8 +737,8 @@ const bool g_gated_auto = !env_switched_off("KITE_CUDA_QGEMV_GATED");
 // 4 2 % faster (3.520 / 3.516 / 3.514 against 3.626 / 3.572 / 3.567; BENCHMARKS.md, run 8).
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
   const Fmt f = fmt_of(w.format);
-  return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) &&
-         m > kFusedQuantRows && w.out_features % 16 == 0;
+  return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && m > kFusedQuantRows &&
+         w.out_features % 16 == 0;
 }
 
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,

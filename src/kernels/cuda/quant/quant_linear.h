@@ -7,7 +7,8 @@
 // decode step wastes 7 of 8 token columns rather than 15 of 16), K is split over the warps of a
 // block and reduced through shared memory; no atomics, deterministic.
 //   kInt4Group      W4A16: mma.sync m16n8k16 BF16; the 4-bit codes are turned into exact
-//                   BF16 integers (q - zero) in registers (magic-exponent trick), the group scale
+//                   BF16 integers (q - zero) in registers (magic-exponent trick: one LOP3
+//                   and one bf16x2 subtraction per pair, quant_kernel.cuh), the group scale
 //                   is applied in fp32 to each 64-channel chunk's partial sum, so the only
 //                   rounding beyond fp32 summation is x itself in BF16.
 //   kFp8PerChannel  W8A8: x quantized per token to FP8 E4M3 (amax / 448, the reference's exact
