@@ -257,9 +257,8 @@ bool takes_bulk(Fmt f, int64_t m) {
 // Whether the bulk GEMV quantizes the activations itself (KParams::xq_src; path 4 and the
 // switch above keep the separate kernel).
 bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
-  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 &&
-         g_fused_quant_auto && m <= kFusedQuantRows && k % 8 == 0 &&
-         m * kpad <= kFusedQuantMaxBytes;
+  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 && g_fused_quant_auto &&
+         m <= kFusedQuantRows && k % 8 == 0 && m * kpad <= kFusedQuantMaxBytes;
 }
 
 template <int F, typename TOut>
@@ -340,20 +339,14 @@ __device__ __forceinline__ void dec_load_sz(const KParams& p, const DecStream& s
 // xoff: this lane's token row of x + 16 channels * t, in elements (a 32-bit offset from the
 // parameter's base: a per-lane 64-bit pointer was rematerialized in every chunk).
 template <int F, int XL>
-__device__ __forceinline__ void dec_load_x(const KParams& p, int xoff, bool active, int c,
-                                           uint4 (&xv)[XL]) {
-  if (active) {
-    constexpr int kElems = 64;  // a 64-channel chunk of x: BF16 (W4) or 8-bit codes
-    const uint4* xp =
-        F == kW4
-            ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + xoff + c * kElems)
-            : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) + xoff + c * kElems);
+__device__ __forceinline__ void dec_load_x(const KParams& p, int xoff, int c, uint4 (&xv)[XL]) {
+  constexpr int kElems = 64;  // a 64-channel chunk of x: BF16 (W4) or 8-bit codes
+  const uint4* xp =
+      F == kW4
+          ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + xoff + c * kElems)
+          : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) + xoff + c * kElems);
 #pragma unroll
-    for (int h = 0; h < XL; ++h) xv[h] = __ldg(xp + h);
-  } else {
-#pragma unroll
-    for (int h = 0; h < XL; ++h) xv[h] = make_uint4(0, 0, 0, 0);
-  }
+  for (int h = 0; h < XL; ++h) xv[h] = __ldg(xp + h);
 }
 
 // kPair (W4 with an even number of chunks per group, cpw even): the two chunks of a pair share
@@ -384,6 +377,7 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
   }
   const int xoff = min(g, p.m - 1) * p.ldx + 16 * t;
 
+  static_assert(U % 2 == 0, "x double buffer and chunk pairs take U even");
   constexpr int kSS = kPair ? 2 : 1;  // chunks per scale slot
   uint4 wv[U][WL];
   float ws[U][2];
@@ -399,15 +393,22 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
   pdl_trigger();
 
   Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-  uint4 xc[XL];
-  dec_load_x<F, XL>(p, xoff, tok_ok && cb < ce, cb, xc);
+  // x of chunks c and c + 1 in two buffers, chunk c in xb[(c - cb) & 1] (U is even, so that
+  // is xb[u & 1]): no register copies between chunks. A lane past the last token never loads,
+  // so its buffers stay zero.
+  uint4 xb[2][XL];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < XL; ++h) xb[i][h] = make_uint4(0, 0, 0, 0);
+  if (tok_ok && cb < ce) dec_load_x<F, XL>(p, xoff, cb, xb[0]);
   for (int c0 = cb; c0 < ce; c0 += U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u;
       if (c < ce) {
-        uint4 xn[XL];
-        dec_load_x<F, XL>(p, xoff, tok_ok && c + 1 < ce, c + 1, xn);
+        const uint4(&xc)[XL] = xb[u & 1];
+        if (tok_ok && c + 1 < ce) dec_load_x<F, XL>(p, xoff, c + 1, xb[(u + 1) & 1]);
         const int su = u - u % kSS;  // this chunk's scale slot (a constant once unrolled)
         if constexpr (kW4F) {
           const uint32_t z0 = w4_zero2(wz[su][0]), z1 = w4_zero2(wz[su][1]);
@@ -458,8 +459,6 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
         if constexpr (kW4F)  // the slot's last chunk is done: the next pair's scales
           if (u % kSS == kSS - 1 && c + U - (kSS - 1) < ce)
             dec_load_sz(p, st, c + U - (kSS - 1), ws[su], wz[su]);
-#pragma unroll
-        for (int h = 0; h < XL; ++h) xc[h] = xn[h];
       }
     }
   }
