@@ -95,7 +95,8 @@ struct Geometry {
   static constexpr int kStageBytes = kW4F ? kStageChunks * 512 : kTileRows * kRowPitch;
   // Stages, full and empty barriers, then two [kWarps][4][32] partial-sum buffers (tiles
   // alternate, so one consumer barrier per tile suffices).
-  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
 };
 
 // FQ: the consumers quantize the activations in-block (KParams::xq_src, 8-bit formats). A
@@ -149,8 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         } else {
           const uint32_t bytes = static_cast<uint32_t>(cnt) * kChunk;
           mbar_arrive_expect_tx(&full[s], bytes * kTileRows);
-          const uint8_t* src =
-              p.codes + static_cast<int64_t>(tile) * kTileRows * kpad + c0 * kChunk;
+          const uint8_t* src = p.codes + static_cast<int64_t>(tile) * kTileRows * kpad + c0 * kChunk;
           for (int r = 0; r < kTileRows; ++r) {
             const uint8_t* row_src = src + r * kpad;
             if constexpr (GATED) {  // gate row 8 tile + r, or up row n + 8 tile + r - 8
@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       const bool on = c < p.nchunks;
       if (on && tok_ok) {
         if constexpr (kW4F) {
-          const uint4* xp =
-              reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
-                                             static_cast<int64_t>(g) * p.ldx + c * kChunk + 16 * t);
+          const uint4* xp = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
+                                                           static_cast<int64_t>(g) * p.ldx +
+                                                           c * kChunk + 16 * t);
           o.xv[u][0] = __ldg(xp);
           o.xv[u][1] = __ldg(xp + 1);
         } else if constexpr (FQ) {
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       }
     }
     mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
-    if (st == spt - 1) {     // the tile is done: add the 8 warps' partials in warp order
+    if (st == spt - 1) {  // the tile is done: add the 8 warps' partials in warp order
       Acc* rb = red + (tl & 1) * (kWarps * 128);
 #pragma unroll
       for (int i = 0; i < 4; ++i) rb[(warp * 4 + i) * 32 + lane] = acc[i];
@@ -347,7 +347,8 @@ void launch_bulk(const KParams& p, cudaStream_t stream) {
       return;
     }
   }
-  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED>, grid, kThreads, G::kSmemBytes, stream, p);
+  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED>, grid, kThreads, G::kSmemBytes, stream,
+             p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

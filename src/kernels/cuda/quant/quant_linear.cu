@@ -257,8 +257,9 @@ bool takes_bulk(Fmt f, int64_t m) {
 // Whether the bulk GEMV quantizes the activations itself (KParams::xq_src; path 4 and the
 // switch above keep the separate kernel).
 bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
-  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 && g_fused_quant_auto &&
-         m <= kFusedQuantRows && k % 8 == 0 && m * kpad <= kFusedQuantMaxBytes;
+  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 &&
+         g_fused_quant_auto && m <= kFusedQuantRows && k % 8 == 0 &&
+         m * kpad <= kFusedQuantMaxBytes;
 }
 
 template <int F, typename TOut>
@@ -375,7 +376,7 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
   } else {
     st.w = p.codes + static_cast<int64_t>(row_g) * kpad + 16 * t;
   }
-  const int xoff = min(g, p.m - 1) * p.ldx + 16 * t;
+  const int xoff = g * p.ldx + 16 * t;  // read only where tok_ok
 
   static_assert(U % 2 == 0, "x double buffer and chunk pairs take U even");
   constexpr int kSS = kPair ? 2 : 1;  // chunks per scale slot
@@ -507,20 +508,22 @@ void launch_decode(const KParams& p, cudaStream_t stream) {
   if (pair) cpw += cpw & 1;
   const dim3 grid(static_cast<unsigned>(p.n_pad / 16));
   const size_t smem = static_cast<size_t>(kw) * 128 * 4;
+  auto launch = [&](auto paired) {  // paired: std::bool_constant (only W4 instantiates true)
+    constexpr bool kPair = decltype(paired)::value;
+    if (u == 2)
+      launch_pdl(qdec_kernel<F, 2, TOut, kPair>, grid, kw * 32, smem, stream, p, cpw);
+    else
+      launch_pdl(qdec_kernel<F, 4, TOut, kPair>, grid, kw * 32, smem, stream, p, cpw);
+  };
   if constexpr (F == kW4) {
     if (pair) {
-      if (u == 2)
-        launch_pdl(qdec_kernel<F, 2, TOut, true>, grid, kw * 32, smem, stream, p, cpw);
-      else
-        launch_pdl(qdec_kernel<F, 4, TOut, true>, grid, kw * 32, smem, stream, p, cpw);
-      KITE_CUDA_CHECK_LAUNCH();
-      return;
+      launch(std::true_type{});
+    } else {
+      launch(std::false_type{});
     }
+  } else {
+    launch(std::false_type{});
   }
-  if (u == 2)
-    launch_pdl(qdec_kernel<F, 2, TOut>, grid, kw * 32, smem, stream, p, cpw);
-  else
-    launch_pdl(qdec_kernel<F, 4, TOut>, grid, kw * 32, smem, stream, p, cpw);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
@@ -631,8 +634,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   KITE_CUDA_OP_CHECK(!ys.empty() && ys.size() <= 4, kOp, "1 to 4 outputs");
   KITE_CUDA_OP_CHECK(ys.size() == 1 || quantized_split_applies(w, m, ys.size()), kOp,
                      "split outputs are not taken by the cuBLASLt routes (FP8 / INT8 per channel "
-                     "above " +
-                         std::to_string(kLtMinRows) + " rows, INT4 above " +
+                     "above " + std::to_string(kLtMinRows) + " rows, INT4 above " +
                          std::to_string(kW4DequantMinRows) + ")");
   int64_t width_sum = 0;
   for (Tensor* y : ys) {
@@ -690,8 +692,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       auto* wd = reinterpret_cast<bf16*>(ws + round_up(m * kp * 2, 256));
       launch_w4_dequant(p.codes, p.wscale, p.zeros, w.padded_out, kp, p.chunks_per_group, wd,
                         stream);
-      const Tensor xt =
-          Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr, Device::kCuda);
+      const Tensor xt = Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr,
+                                     Device::kCuda);
       const Tensor wt = Tensor::wrap(wd, {n, kp}, DType::kBF16, nullptr, Device::kCuda);
       linear(blas, xt, wt, bias, y, stream);
       return;
@@ -713,11 +715,13 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // vectors, INT8's are applied to the exact S32 product after.
     if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m)) {
       void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
-      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
-                                          m, kp, kp, bias, y, static_cast<float*>(acc), stream))
+      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
+                                          sx, m, kp, kp, bias, y, static_cast<float*>(acc),
+                                          stream))
         return;
-      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
-                                          m, kp, kp, bias, y, static_cast<int32_t*>(acc), stream))
+      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
+                                          sx, m, kp, kp, bias, y, static_cast<int32_t*>(acc),
+                                          stream))
         return;
     }
   }
