@@ -155,11 +155,17 @@ class Backend {
   // [q_rot_offset, +rot_dim) (q may be null) and k's [k_rot_offset, +rot_dim) in place, writes
   // k into k_cache and v (may be null) into v_cache. With q_out [T, Hq, D], q's rotated dims go
   // to q_out's [q_out_offset, +rot_dim) instead, and q is left as it was (MLA: straight into
-  // the absorbed query).
+  // the absorbed query). With k_norm, k's rows are first rms_norm_prefix'ed in place (MLA's
+  // latent row: the CUDA backend does it in the same launch).
+  struct PrefixNorm {
+    const Tensor* weight;  // [width]
+    int64_t width;         // columns normalised, before k_rot_offset
+    float eps;
+  };
   virtual void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                               const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                               ops::RopeStyle style, Tensor* q_out = nullptr,
-                              int64_t q_out_offset = 0) = 0;
+                              int64_t q_out_offset = 0, const PrefixNorm* k_norm = nullptr) = 0;
   // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                          Tensor& out) = 0;

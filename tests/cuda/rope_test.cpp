@@ -204,6 +204,79 @@ INSTANTIATE_TEST_SUITE_P(
         FusedCase{DType::kBF16, RopeStyle::kInterleaved, 1, 16, 192, 128, 1, 576, 512, 0, 64,
                   true}));
 
+// MLA's latent row with its kv_a norm in the same launch (RopeCacheParams::k_norm_*): k's first
+// `width` columns of every head row RMS-normalised in place, then the rope dims rotated and
+// the rows stored — against ops::rms_norm on those columns, ops::rope and the cache write. One
+// token (a block per head) and 19 (a block per token, both heads in it); two kv heads, so
+// every head row gets its own norm.
+TEST(CudaRopeAndCache, NormalisesThePrefixOfKFirst) {
+  auto rng = test_rng();
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const int64_t tokens : {1, 19}) {
+      SCOPED_TRACE(::testing::Message() << dtype_label(dtype) << " T=" << tokens);
+      const int64_t heads = 2, dim = 576, width = 512, rot = 64, block_size = 16;
+      const int64_t blocks = 2 * tokens / 16 + 3, num_slots = blocks * block_size;
+      Tensor k = random_host({tokens, heads, dim}, rng, -2.0f, 2.0f);
+      Tensor weight = random_host({width}, rng, 0.5f, 1.5f);
+      Tensor k_cache = random_host({blocks, block_size, heads, dim}, rng);
+      for (Tensor* t : {&k, &weight, &k_cache}) round_to(*t, dtype);
+      Tensor cos, sin;
+      make_cos_sin(tokens, rot, rng, cos, sin);
+      const auto slots = make_slots(tokens, num_slots, rng);
+      Tensor dk = upload(k, dtype), dk_cache = upload(k_cache, dtype), dw = upload(weight, dtype);
+      Tensor dcos = upload(cos, DType::kF32), dsin = upload(sin, DType::kF32);
+      Tensor dslots = to_device(std::span<const int64_t>(slots), {tokens}, test_stream());
+      RopeCacheParams p;
+      p.k = &dk;
+      p.k_rot_offset = width;
+      p.k_cache = &dk_cache;
+      p.rot_dim = rot;
+      p.style = RopeStyle::kInterleaved;
+      p.cos = &dcos;
+      p.sin = &dsin;
+      p.slot_mapping = &dslots;
+      p.k_norm_weight = &dw;
+      p.k_norm_width = width;
+      p.k_norm_eps = 1e-6f;
+      rope_and_cache(p, test_stream());
+
+      // The reference: each head row's prefix through the CPU norm (rounded to the dtype as
+      // the kernel stores it), then rope and the cache write.
+      Tensor prefix = Tensor::empty({tokens * heads, width});
+      for (int64_t r = 0; r < tokens * heads; ++r)
+        std::copy_n(k.data<float>() + r * dim, width, prefix.data<float>() + r * width);
+      Tensor normed = Tensor::empty({tokens * heads, width});
+      ops::rms_norm(prefix, weight, 1e-6f, normed);
+      round_to(normed, dtype);
+      for (int64_t r = 0; r < tokens * heads; ++r)
+        std::copy_n(normed.data<float>() + r * width, width, k.data<float>() + r * dim);
+      ops::rope(k, width, rot, cos, sin, RopeStyle::kInterleaved);
+      cpu_write_valid(k, slots, num_slots, k_cache);
+      KITE_EXPECT_CLOSE(download(dk), k, tolerance(dtype));
+      KITE_EXPECT_CLOSE(download(dk_cache), k_cache, tolerance(dtype));
+    }
+  }
+  // The norm must end before the rotary dims and have one weight per column.
+  Tensor k = device_empty({1, 1, 576}, DType::kBF16);
+  Tensor cache = device_empty({1, 16, 1, 576}, DType::kBF16);
+  Tensor cos = device_empty({1, 32}, DType::kF32), sin = device_empty({1, 32}, DType::kF32);
+  Tensor slots = device_empty({1}, DType::kI64);
+  Tensor w = device_empty({520}, DType::kBF16);
+  RopeCacheParams p;
+  p.k = &k;
+  p.k_rot_offset = 512;
+  p.k_cache = &cache;
+  p.rot_dim = 64;
+  p.cos = &cos;
+  p.sin = &sin;
+  p.slot_mapping = &slots;
+  p.k_norm_weight = &w;
+  p.k_norm_width = 520;
+  EXPECT_THROW(rope_and_cache(p, test_stream()), std::invalid_argument);
+  p.k_norm_width = 512;
+  EXPECT_THROW(rope_and_cache(p, test_stream()), std::invalid_argument);
+}
+
 TEST(CudaRopeAndCache, RejectsMissingCache) {
   Tensor k = device_empty({2, 1, 64}, DType::kF32);
   RopeCacheParams p;

@@ -67,7 +67,9 @@ class CpuBackend final : public Backend {
   }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                      ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset) override {
+                      ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset,
+                      const PrefixNorm* k_norm) override {
+    if (k_norm) rms_norm_prefix(k, k_norm->width, *k_norm->weight, k_norm->eps);
     if (q && q_out) {  // the same rotation, on a copy of q's dims in q_out
       copy_columns(*q, q_rot_offset, *q_out, q_out_offset, rot_dim);
       ops::rope(*q_out, q_out_offset, rot_dim, cos_, sin_, style);

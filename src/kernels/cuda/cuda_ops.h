@@ -82,6 +82,11 @@ struct RopeCacheParams {
   // after the FP8 codes of the others, so a k_cache row is Dk + k_bf16_tail bytes (MLA's rope
   // key; ops::write_cache's bf16_tail).
   int64_t k_bf16_tail = 0;
+  // When set: k's first k_norm_width columns of each head row are RMS-normalised in place
+  // (weight [k_norm_width], eps) before anything else: MLA's kv_a norm of the latent row.
+  const Tensor* k_norm_weight = nullptr;
+  int64_t k_norm_width = 0;
+  float k_norm_eps = 0.0f;
 };
 void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 

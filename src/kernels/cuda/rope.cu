@@ -5,7 +5,8 @@
 // memory (the interleaved style reads pairs (2i, 2i+1) and writes (i, i+h), so every input
 // must be read before any output is written), rotates them in place (or, for q, into q_out),
 // and, for a target with a cache, writes the whole head rows (rotated and pass-through dims)
-// into the slot of the token.
+// into the slot of the token. A target may first RMS-normalise the leading columns of its head
+// rows in place (MLA's latent [c_kv | k_rope]: the kv_a norm, one launch instead of two).
 // Slots outside [0, num_slots) are skipped, so padding tokens (slot -1) write nothing.
 #include <cuda_fp8.h>
 
@@ -45,6 +46,11 @@ struct RopeTarget {
   int tail = 0;
   int heads = 0, dim = 0, rot_offset = -1;
   int heads_per_block = 1, num_chunks = 0;
+  // When set: each head row's first norm_width values become rms_norm(values) * norm_weight
+  // (rms_norm_kernel's arithmetic, norm.cu), in x, before anything else reads them.
+  const T* norm_weight = nullptr;
+  int norm_width = 0;
+  float norm_eps = 0.0f;
 };
 
 template <typename T>
@@ -76,6 +82,27 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
   T* x = tg.x + (token * tg.heads + head0) * tg.dim;
   const bool rotate = tg.rot_offset >= 0;
   const int rot = args.rot_dim, half = rot / 2;
+
+  if (tg.norm_weight) {  // the same for every thread of the block
+    __shared__ float scratch[32];
+    for (int h = 0; h < heads; ++h) {
+      T* row = x + h * tg.dim;
+      float sum_sq = 0.0f;
+      for (int i = threadIdx.x; i < tg.norm_width; i += blockDim.x) {
+        const float f = to_float(row[i]);
+        sum_sq += f * f;
+      }
+      // rms_norm_kernel's arithmetic (norm.cu); block_sum's barriers also order these reads
+      // before the writes below.
+      const float inv_rms =
+          rsqrtf(block_sum(sum_sq, scratch) / static_cast<float>(tg.norm_width) + tg.norm_eps);
+      for (int i = threadIdx.x; i < tg.norm_width; i += blockDim.x) {
+        const float normed = to_float(from_float<T>(to_float(row[i]) * inv_rms));
+        row[i] = from_float<T>(normed * to_float(tg.norm_weight[i]));
+      }
+    }
+    __syncthreads();  // the cache copy below reads values other threads wrote
+  }
 
   if (rotate) {
     for (int e = threadIdx.x; e < heads * rot; e += blockDim.x)
@@ -195,9 +222,14 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
       q.out_rot_offset = static_cast<int>(p.q_out_offset);
     }
   }
-  args.targets[args.num_targets++] =
-      make_target<T>(*p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache, tokens,
+  RopeTarget<T>& k = args.targets[args.num_targets++];
+  k = make_target<T>(*p.k, p.k->size(1), p.k->size(2), p.k_rot_offset, p.rot_dim, p.k_cache, tokens,
                      p.k_scale, p.k_bf16_tail);
+  if (p.k_norm_weight) {
+    k.norm_weight = static_cast<const T*>(p.k_norm_weight->raw());
+    k.norm_width = static_cast<int>(p.k_norm_width);
+    k.norm_eps = p.k_norm_eps;
+  }
   if (p.v)
     args.targets[args.num_targets++] = make_target<T>(*p.v, p.v->size(1), p.v->size(2), -1,
                                                       p.rot_dim, p.v_cache, tokens, p.v_scale);
@@ -306,6 +338,14 @@ void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
   KITE_CUDA_OP_CHECK(p.slot_mapping->numel() == tokens, kOp,
                      "slot_mapping needs one slot per token (" + std::to_string(tokens) + ")");
   check_cache(kOp, *p.k, *p.k_cache, "k_cache", p.k_bf16_tail);
+  if (p.k_norm_weight) {
+    check_device(*p.k_norm_weight, dtype, kOp, "k_norm_weight");
+    KITE_CUDA_OP_CHECK(p.k_norm_width > 0 && p.k_norm_width <= p.k_rot_offset &&
+                           p.k_norm_weight->numel() == p.k_norm_width,
+                       kOp,
+                       "k's norm must cover [0, width) before its rotary dims, with width " +
+                           std::to_string(p.k_norm_width) + " weights");
+  }
   if (p.q) {
     check_device(*p.q, dtype, kOp, "q");
     check_rope_dims(kOp, *p.q, p.q_rot_offset, p.rot_dim);

@@ -88,13 +88,13 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   }
   q = q.view({t, heads_, qk});
 
-  // Latent row = [rms_norm(c_kv) | rope(k_rope)], written straight into the cache; q's rope
-  // dims rotate in the same launch, into the absorbed query per head [W_UK^T q_nope | q_rope].
-  be.rms_norm_prefix(latent, rank_, kv_a_norm_, eps_);
+  // Latent row = [rms_norm(c_kv) | rope(k_rope)], written straight into the cache; the norm and
+  // q's rope dims (into the absorbed query per head [W_UK^T q_nope | q_rope]) in the same call.
   Tensor latent3 = latent.view({t, 1, width});
   Tensor q_abs = be.empty({t, heads_, width});
+  const Backend::PrefixNorm latent_norm{&kv_a_norm_, rank_, eps_};
   be.rope_and_cache(&q, nope_, latent3, rank_, nullptr, latent_cache, nullptr, rope_,
-                    ops::RopeStyle::kInterleaved, &q_abs, rank_);
+                    ops::RopeStyle::kInterleaved, &q_abs, rank_, &latent_norm);
   be.head_linear(q, 0, w_uk_t_, q_abs, 0);
 
   // One kv head; values are the first `rank` dims of the latent rows.

@@ -334,7 +334,8 @@ class CudaBackend final : public Backend {
   }
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
-                      ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset) override {
+                      ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset,
+                      const PrefixNorm* k_norm) override {
     if (replaying()) return;
     TimedOp timed = time_op([] { return std::string("rope_and_cache"); });
     RopeCacheParams p;
@@ -355,6 +356,11 @@ class CudaBackend final : public Backend {
     p.k_scale = k_scale_;
     p.v_scale = v_scale_;
     p.k_bf16_tail = fp8_cache_bf16_tail(k, v, k_cache);  // MLA's rope key, as the CPU writes it
+    if (k_norm) {
+      p.k_norm_weight = k_norm->weight;
+      p.k_norm_width = k_norm->width;
+      p.k_norm_eps = k_norm->eps;
+    }
     cuda::rope_and_cache(p, stream_);
   }
   bool reads_fp8_kv(int64_t k_head_dim, int64_t v_head_dim, bool shared_kv) const override {
