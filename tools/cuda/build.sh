@@ -28,6 +28,11 @@ ldd build-cuda/kite_cuda_tests build-cuda/kite | awk '/=> \// {print $1, $3}' | 
   esac
 done
 
+# The kernel-timeline injection library (kernel_trace.cpp) and the CUPTI it loads.
+g++ -std=c++17 -O2 -shared -fPIC -I/usr/local/cuda/include tools/cuda/kernel_trace.cpp \
+  -o build-cuda/lib/libkite_trace.so -L/usr/local/cuda/lib64 -lcupti -Wl,-rpath,'$ORIGIN'
+cp -L /usr/local/cuda/lib64/libcupti.so.13 build-cuda/lib/
+
 # Symbols are not needed there, and every megabyte counts against the 64 MiB that travels.
 strip --strip-unneeded build-cuda/kite_cuda_tests build-cuda/kite
 
