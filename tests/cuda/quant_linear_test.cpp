@@ -649,8 +649,10 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
         struct V { const char* name; int path, kw, u; };
         std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
-        if (m == 1 && n == 4096 && k == 14336 && fi < 2)
-          for (int kw : {8, 12, 16})
+        // The decode kernel's warps per tile and ring depth, INT4: at one row on every shape,
+        // at every row count on the stacked gate_up.
+        if (fi == 0 && (m == 1 || n == 28672))
+          for (int kw : {1, 2, 4, 8, 16})
             for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});
         for (const V& v : vs) {
           set_quant_decode_override(v.path, v.kw, v.u);
