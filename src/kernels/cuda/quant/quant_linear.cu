@@ -498,16 +498,15 @@ int decode_warps(const KParams& p, int u) {
 
 template <int F, typename TOut>
 void launch_decode(const KParams& p, cudaStream_t stream) {
-  // FP8 block at U = 4 spills (its per-chunk scale loads); the others fit 64 registers.
-  int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk ? 2 : 4);
+  // FP8 block at U = 4 spills (its per-chunk scale loads); the others fit 64 registers. W4
+  // runs 2-chunk rings too: 2-5 % faster than 4 at M = 1 on Llama-3-8B's q/k/v, o and down
+  // (BENCHMARKS.md run 15).
+  int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk || F == kW4 ? 2 : 4);
   int kw = g_dec_kw > 0 ? std::min(g_dec_kw, kDecMaxWarps) : decode_warps(p, u);
   // W4 with so many tiles that one wave leaves fewer than 4 warps a tile (Llama-3-8B's stacked
-  // gate_up: 1,792 tiles, 2 warps): 4 warps a tile and 2-chunk rings instead, 1.7 waves with
-  // every SM full — 24.2 us against 27.7 at M = 1 (BENCHMARKS.md run 15, a sweep of both).
-  if (F == kW4 && g_dec_kw == 0 && g_dec_u == 0 && kw < 4 && p.nchunks >= 8) {
-    kw = 4;
-    u = 2;
-  }
+  // gate_up: 1,792 tiles, 2 warps): 4 warps a tile instead, 1.7 waves with every SM full —
+  // 24.2 us against 27.7 at M = 1 (BENCHMARKS.md run 15, a sweep of warps and ring depth).
+  if (F == kW4 && g_dec_kw == 0 && kw < 4 && p.nchunks >= 4 * u) kw = 4;
   // W4 with an even number of chunks per group (group 128: 2) pairs its chunks: every warp's
   // run starts on an even chunk (cpw even), so chunks 2i and 2i + 1 are in one group.
   const bool pair = F == kW4 && p.chunks_per_group % 2 == 0;
