@@ -651,11 +651,9 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
         std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
         // The decode kernel's warps per tile and ring depth, INT4: at one row on every shape,
         // at every row count on the stacked gate_up.
-        if (fi == 0 && (m == 1 || n == 28672)) {
+        if (fi == 0 && (m == 1 || n == 28672))
           for (int kw : {1, 2, 4, 8, 16})
             for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});
-          vs.push_back({"autoU2", 2, 0, 2});  // the automatic warps per tile, 2-chunk rings
-        }
         for (const V& v : vs) {
           set_quant_decode_override(v.path, v.kw, v.u);
           const auto [qs, qt] = time_us(

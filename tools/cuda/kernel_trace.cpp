@@ -5,7 +5,7 @@
 // replays in which the kernels overlap (PDL); ncu serialises them and the op timer runs them
 // eagerly, so neither shows where a decode step's time goes. nsys is not on the GPU machine.
 //
-//   CUDA_INJECTION64_PATH=build-cuda/libkite_trace.so KITE_TRACE_OUT=trace.csv kite bench ...
+//   CUDA_INJECTION64_PATH=build-cuda/lib/libkite_trace.so KITE_TRACE_OUT=trace.csv kite bench ...
 //   python3 tools/cuda/kernel_trace_report.py trace.csv
 //
 // Columns: start_ns,end_ns,graph_id,graph_node_id,grid_x,grid_y,block_x,dyn_smem,stream,name

@@ -485,15 +485,18 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
 constexpr int kDecMaxWarps = 16;
 
 // Warps per tile: the most (at most 16, at least U chunks each) that keep the whole grid in one
-// wave at 64 registers per thread (floor(32 / KW) blocks per SM).
-int decode_warps(const KParams& p, int u) {
+// wave at 64 registers per thread (floor(32 / KW) blocks per SM), but never fewer than `least`
+// that get U chunks each. W4 asks for 4: with so many tiles that one wave leaves fewer
+// (Llama-3-8B's stacked gate_up: 1,792 tiles, 2 warps), 4 warps a tile in 1.7 waves keep every
+// SM full — 24.2 us against 27.7 at M = 1 (BENCHMARKS.md run 15, a sweep of warps and rings).
+int decode_warps(const KParams& p, int u, int least) {
   const int sms = device_properties().multiProcessorCount;
   const int tiles = p.n_pad / 16;
   int kw = kDecMaxWarps;
   while (kw > 1 && (static_cast<int64_t>(tiles) > static_cast<int64_t>(sms) * (32 / kw) ||
                     p.nchunks < kw * u))
     --kw;
-  return kw;
+  return kw < least && p.nchunks >= least * u ? least : kw;
 }
 
 template <int F, typename TOut>
@@ -501,12 +504,9 @@ void launch_decode(const KParams& p, cudaStream_t stream) {
   // FP8 block at U = 4 spills (its per-chunk scale loads); the others fit 64 registers. W4
   // runs 2-chunk rings too: 2-5 % faster than 4 at M = 1 on Llama-3-8B's q/k/v, o and down
   // (BENCHMARKS.md run 15).
-  int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk || F == kW4 ? 2 : 4);
-  int kw = g_dec_kw > 0 ? std::min(g_dec_kw, kDecMaxWarps) : decode_warps(p, u);
-  // W4 with so many tiles that one wave leaves fewer than 4 warps a tile (Llama-3-8B's stacked
-  // gate_up: 1,792 tiles, 2 warps): 4 warps a tile instead, 1.7 waves with every SM full —
-  // 24.2 us against 27.7 at M = 1 (BENCHMARKS.md run 15, a sweep of warps and ring depth).
-  if (F == kW4 && g_dec_kw == 0 && kw < 4 && p.nchunks >= 4 * u) kw = 4;
+  const int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk || F == kW4 ? 2 : 4);
+  const int kw =
+      g_dec_kw > 0 ? std::min(g_dec_kw, kDecMaxWarps) : decode_warps(p, u, F == kW4 ? 4 : 1);
   // W4 with an even number of chunks per group (group 128: 2) pairs its chunks: every warp's
   // run starts on an even chunk (cpw even), so chunks 2i and 2i + 1 are in one group.
   const bool pair = F == kW4 && p.chunks_per_group % 2 == 0;
