@@ -76,12 +76,12 @@ if [ "${BULK_MIN_AB:-0}" = 1 ]; then
   KITE_CUDA_GEMV_BULK_MIN=40000000 lat llama_b1_bulk_min40 $LLAMA 1 512 64
   lat llama_b1_bulk_min32 $LLAMA 1 512 64
 fi
-# Programmatic dependent launch for the small decode kernels too (KITE_CUDA_PDL_ALL), twice
-# each, interleaved.
+# Programmatic dependent launch for the small decode kernels (on by default; KITE_CUDA_PDL_ALL=0
+# launches them plainly), twice each, interleaved.
 if [ "${PDL_AB:-0}" = 1 ]; then
   for i in 1 2; do
-    lat "llama_b1_pdl_gemv_$i" $LLAMA 1 512 64
-    KITE_CUDA_PDL_ALL=1 lat "llama_b1_pdl_all_$i" $LLAMA 1 512 64
+    KITE_CUDA_PDL_ALL=0 lat "llama_b1_pdl_gemv_$i" $LLAMA 1 512 64
+    lat "llama_b1_pdl_all_$i" $LLAMA 1 512 64
   done
   KITE_CUDA_NO_PDL=1 lat llama_b1_pdl_none $LLAMA 1 512 64
 fi

@@ -9,17 +9,21 @@
 #include <cstdlib>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 
 namespace kite::cuda {
 
 // The small decode-path kernels (norms, rope + cache write, decode attention and its combine)
-// call pdl_wait first and may be launched this way too, but are not by default: on the H200 the
-// Llama-3-8B batch-1 step took 4.51–4.54 ms with them early-launched against 4.38–4.40 ms with
-// the GEMVs alone (and 4.60 ms with none; one call, BENCHMARKS.md run 5) — plausibly because
-// early blocks waiting on an SM hold resources the next GEMV's persistent blocks need.
-// KITE_CUDA_PDL_ALL=1 launches them early too (an A/B switch).
+// are launched early too: each waits (pdl_wait) before anything else and only then lets the
+// kernel after it launch (pdl_trigger). With the trigger before the wait, as these kernels had
+// it first, an early small kernel let the next GEMV launch while the one before was still
+// running, and the Llama-3-8B step lost 5-6 % (4.48-4.50 ms against 4.25 at batch 1; runs 5
+// and 16 of BENCHMARKS.md); with the wait first, batch 1 gained ~1 % on both models in run 16
+// (Llama-3-8B 4.155 / 4.183 / 4.209 against 4.191 / 4.218 / 4.235 ms, DeepSeek-V2-Lite 2.218 /
+// 2.253 / 2.230 against 2.256 / 2.256 / 2.289; batch 2-8 within 0.6 %). KITE_CUDA_PDL_ALL=0
+// launches them plainly (an A/B switch).
 inline bool pdl_for_small_kernels() {
-  static const bool on = std::getenv("KITE_CUDA_PDL_ALL") != nullptr;
+  static const bool on = !env_switched_off("KITE_CUDA_PDL_ALL");
   return on;
 }
 

@@ -21,8 +21,10 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
                                 const T* __restrict__ weight, T* out, int hidden, float eps,
                                 int64_t row_stride) {
   __shared__ float scratch[32];
-  pdl_trigger();  // the decode GEMV that follows may start loading its weights
-  pdl_wait();     // if launched early (KITE_CUDA_PDL_ALL): x and residual come from before
+  // Launched early (PDL): x and residual come from the kernel before. Only then may the decode
+  // GEMV that follows launch and start loading its weights (launch_pdl.cuh says why not sooner).
+  pdl_wait();
+  pdl_trigger();
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * row_stride;
   const T* x_row = x + row_offset;
   T* res_row = kAddResidual ? residual + row_offset : nullptr;

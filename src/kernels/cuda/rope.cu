@@ -68,8 +68,8 @@ struct RopeLaunch {
 template <typename T>
 __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
   __shared__ float stage[kStageFloats];
+  pdl_wait();  // launched early (PDL): q / k / v come from before; then the next may launch
   pdl_trigger();
-  pdl_wait();  // if launched early (KITE_CUDA_PDL_ALL): q / k / v come from before
   const int64_t token = blockIdx.x;
   int chunk = blockIdx.y, which = 0;
   while (which + 1 < args.num_targets && chunk >= args.targets[which].num_chunks) {

@@ -123,8 +123,8 @@ template <typename T>
 __global__ void decode_combine_kernel(const KernelParams p) {
   __shared__ float weights[kMaxSplits];
   __shared__ float scratch[32];
+  pdl_wait();  // launched early (PDL): the partials come from before; then the next may launch
   pdl_trigger();
-  pdl_wait();  // if launched early (KITE_CUDA_PDL_ALL): the partials come from before
   const int64_t row = blockIdx.x;
   const float* ml = p.part_ml + row * p.num_splits * 2;
   float local_max = -INFINITY;

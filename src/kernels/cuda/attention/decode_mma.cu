@@ -68,8 +68,8 @@ __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
   using L = DecodeLayout<DQK, DV, KVF8>;
   extern __shared__ __align__(128) char smem[];
+  pdl_wait();  // launched early (PDL): q and the cache come from before; then the next may launch
   pdl_trigger();
-  pdl_wait();  // if launched early (KITE_CUDA_PDL_ALL): q and the cache come from before
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int group = p.num_heads / p.num_kv_heads;
