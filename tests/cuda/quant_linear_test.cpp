@@ -292,12 +292,14 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
 
 // The bulk GEMV's in-block activation quantization (M <= 2, FP8 / INT8 per channel) gives the
 // separate kernel's codes and scales, so the same output bit for bit: with and without
-// input_scale, K a multiple of 64 or not, both output dtypes.
+// input_scale, K a multiple of 64 or not, K within the rows held in registers (<= 16,384) and
+// past them (20,000: read twice), both output dtypes.
 TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
   auto rng = test_rng();
   for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel})
     for (int64_t m : {1, 2})
-      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1000}, {512, 14336}})
+      for (const auto& [n, k] :
+           {std::pair<int64_t, int64_t>{300, 1000}, {512, 14336}, {64, 20000}})
         for (bool smooth : {false, true}) {
           Tensor w = random_host({n, k}, rng, -0.05f, 0.05f);
           QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
@@ -330,13 +332,13 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
 
 // The gated FP8 / INT8 GEMV (a gated MLP's [gate; up] weight, silu(gate) * up in the same
 // launch) against the plain quantized linear's F32 output put through silu * up on the host:
-// the same sums, so only the final BF16 rounding differs (bound 5e-3). M from 3 (below, the
-// GEMV quantizes in-block and the gated form is not taken) to 8; with and without input_scale.
+// the same sums, so only the final BF16 rounding differs (bound 5e-3). M from 1 to 8 (at 1 and
+// 2 both quantize the activations in-block); with and without input_scale.
 TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   auto rng = test_rng();
   for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel})
     for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{256, 512}, {1408, 1000}})
-      for (int64_t m : {3, 4, 8}) {
+      for (int64_t m : {1, 2, 3, 4, 8}) {
         Tensor w = random_host({2 * inter, k}, rng, -0.05f, 0.05f);
         QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
                                                               : quantize_fp8_per_channel(w);
@@ -365,7 +367,7 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
 }
 
 // Where the gated GEMV does not apply, it says so and the op refuses: FP8 block and INT4
-// weights, fewer than 3 or more than 8 rows, I not a multiple of 8.
+// weights, more than 8 rows, I not a multiple of 8.
 TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   auto rng = test_rng();
   const int64_t k = 256;
@@ -379,7 +381,7 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
       upload_quantized(quantize_int4_group(random_host({512, k}, rng), 128), test_stream());
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 8));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 3));
-  EXPECT_FALSE(quantized_silu_mul_applies(fp8, 2));
+  EXPECT_TRUE(quantized_silu_mul_applies(fp8, 1));
   EXPECT_FALSE(quantized_silu_mul_applies(fp8, 9));
   EXPECT_FALSE(quantized_silu_mul_applies(odd, 4));
   EXPECT_FALSE(quantized_silu_mul_applies(blk, 4));

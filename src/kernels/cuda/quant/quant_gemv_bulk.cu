@@ -51,27 +51,49 @@ template <bool kInt8>
 __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t* xq, float* xs,
                                         float* scratch) {
   constexpr int kN = kWarps * 32;
+  // Up to kHeld 16-byte loads a thread are kept in registers between the amax and the encoding
+  // (K <= 16,384): one L2 round trip on the GEMV's critical path instead of two. Longer rows
+  // read x again in the second pass.
+  constexpr int kHeld = 4;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const bool held = p.k_real <= static_cast<int64_t>(kHeld) * kN * 8;
   for (int r = 0; r < p.m; ++r) {
     const bf16* xr = p.xq_src + static_cast<int64_t>(r) * p.k_real;
-    float amax = 0.0f;
-    for (int64_t i = tid * 8; i < p.k_real; i += kN * 8) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + i));
-      const bf16* e = reinterpret_cast<const bf16*>(&v);
+    uint4 v[kHeld];
 #pragma unroll
-      for (int h = 0; h < 8; ++h)
-        amax = fmaxf(amax, fabsf(input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h)));
+    for (int j = 0; j < kHeld; ++j) {
+      const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+      v[j] = held && i < p.k_real ? __ldg(reinterpret_cast<const uint4*>(xr + i))
+                                  : make_uint4(0, 0, 0, 0);
+    }
+    float amax = 0.0f;
+    if (held) {
+#pragma unroll
+      for (int j = 0; j < kHeld; ++j) {
+        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+        const bf16* e = reinterpret_cast<const bf16*>(&v[j]);
+#pragma unroll
+        for (int h = 0; h < 8; ++h)
+          amax = fmaxf(amax, fabsf(input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h)));
+      }
+    } else {
+      for (int64_t i = tid * 8; i < p.k_real; i += kN * 8) {
+        const uint4 w = __ldg(reinterpret_cast<const uint4*>(xr + i));
+        const bf16* e = reinterpret_cast<const bf16*>(&w);
+#pragma unroll
+        for (int h = 0; h < 8; ++h)
+          amax = fmaxf(amax, fabsf(input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h)));
+      }
     }
     amax = warp_max(amax);
     if (lane == 0) scratch[warp] = amax;
     consumers_sync(kN);
     amax = warp_max(scratch[lane % kWarps]);
     const float s = amax > 0.0f ? __fdiv_rn(amax, kInt8 ? 127.0f : 448.0f) : 1.0f;
-    for (int64_t i = tid * 8; i < kpad; i += kN * 8) {
+    auto encode = [&](int64_t i, const uint4& w) {
       uint32_t c[2] = {0, 0};
       if (i < p.k_real) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(xr + i));
-        const bf16* e = reinterpret_cast<const bf16*>(&v);
+        const bf16* e = reinterpret_cast<const bf16*>(&w);
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
           const float f = input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h);
@@ -79,6 +101,20 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
         }
       }
       *reinterpret_cast<uint2*>(xq + r * kpad + i) = make_uint2(c[0], c[1]);
+    };
+    if (held) {
+#pragma unroll
+      for (int j = 0; j < kHeld; ++j) {
+        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+        if (i < kpad) encode(i, v[j]);
+      }
+      // kpad rounds K up to a whole chunk, so it may pass the held range (zeros there).
+      for (int64_t i = static_cast<int64_t>(tid + kHeld * kN) * 8; i < kpad; i += kN * 8)
+        *reinterpret_cast<uint2*>(xq + r * kpad + i) = make_uint2(0, 0);
+    } else {
+      for (int64_t i = tid * 8; i < kpad; i += kN * 8)
+        encode(i, i < p.k_real ? __ldg(reinterpret_cast<const uint4*>(xr + i))
+                               : make_uint4(0, 0, 0, 0));
     }
     if (tid == 0) xs[r] = s;
     consumers_sync(kN);  // the codes and xs are published; scratch may be reused
@@ -95,8 +131,7 @@ struct Geometry {
   static constexpr int kStageBytes = kW4F ? kStageChunks * 512 : kTileRows * kRowPitch;
   // Stages, full and empty barriers, then two [kWarps][4][32] partial-sum buffers (tiles
   // alternate, so one consumer barrier per tile suffices).
-  static constexpr int kSmemBytes =
-      kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
 };
 
 // FQ: the consumers quantize the activations in-block (KParams::xq_src, 8-bit formats). A
@@ -119,7 +154,6 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   Acc* red = reinterpret_cast<Acc*>(empty + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   static_assert(!GATED || F == kFp8Ch || F == kI8Ch, "gated tiles are for 8-bit codes");
-  static_assert(!(GATED && FQ), "the gated GEMV runs from 3 rows, above in-block quantization");
   const int tiles = GATED ? p.n / (kTileRows / 2) : p.n_pad / kTileRows;
   const int spt = (p.nchunks + G::kStageChunks - 1) / G::kStageChunks;  // stages per tile
   const int my_tiles =
@@ -150,7 +184,8 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         } else {
           const uint32_t bytes = static_cast<uint32_t>(cnt) * kChunk;
           mbar_arrive_expect_tx(&full[s], bytes * kTileRows);
-          const uint8_t* src = p.codes + static_cast<int64_t>(tile) * kTileRows * kpad + c0 * kChunk;
+          const uint8_t* src =
+              p.codes + static_cast<int64_t>(tile) * kTileRows * kpad + c0 * kChunk;
           for (int r = 0; r < kTileRows; ++r) {
             const uint8_t* row_src = src + r * kpad;
             if constexpr (GATED) {  // gate row 8 tile + r, or up row n + 8 tile + r - 8
@@ -194,9 +229,9 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       const bool on = c < p.nchunks;
       if (on && tok_ok) {
         if constexpr (kW4F) {
-          const uint4* xp = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
-                                                           static_cast<int64_t>(g) * p.ldx +
-                                                           c * kChunk + 16 * t);
+          const uint4* xp =
+              reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
+                                             static_cast<int64_t>(g) * p.ldx + c * kChunk + 16 * t);
           o.xv[u][0] = __ldg(xp);
           o.xv[u][1] = __ldg(xp + 1);
         } else if constexpr (FQ) {
@@ -265,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       }
     }
     mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
-    if (st == spt - 1) {  // the tile is done: add the 8 warps' partials in warp order
+    if (st == spt - 1) {     // the tile is done: add the 8 warps' partials in warp order
       Acc* rb = red + (tl & 1) * (kWarps * 128);
 #pragma unroll
       for (int i = 0; i < 4; ++i) rb[(warp * 4 + i) * 32 + lane] = acc[i];
@@ -323,7 +358,7 @@ void launch_bulk(const KParams& p, cudaStream_t stream) {
   using G = Geometry<F>;
   // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
   constexpr int kFusedExtra = 8 * 4 + kWarps * 4;
-  constexpr bool kCanFuse = (F == kFp8Ch || F == kI8Ch) && !GATED;
+  constexpr bool kCanFuse = F == kFp8Ch || F == kI8Ch;
   static const bool ready = [] {
     KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -347,8 +382,7 @@ void launch_bulk(const KParams& p, cudaStream_t stream) {
       return;
     }
   }
-  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED>, grid, kThreads, G::kSmemBytes, stream,
-             p);
+  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED>, grid, kThreads, G::kSmemBytes, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

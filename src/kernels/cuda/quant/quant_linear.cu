@@ -740,14 +740,16 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 // KITE_CUDA_QGEMV_GATED=0 sends quantized gated MLPs back to the linear + silu_mul launches.
 const bool g_gated_auto = !env_switched_off("KITE_CUDA_QGEMV_GATED");
 
-// From 3 rows on: at M <= 2 (where the bulk GEMV quantizes in-block) Llama-3-8B batch-1 decode
-// measured 0-1 % slower gated than with the silu_mul launch (FP8 2.892 / 2.931 / 2.900 against
-// 2.877 / 2.917 / 2.900 ms, INT8 2.898 / 2.901 / 2.846 against 2.869 / 2.838 / 2.848), at batch
-// 4 2 % faster (3.520 / 3.516 / 3.514 against 3.626 / 3.572 / 3.567; BENCHMARKS.md, run 8).
+// At batch 4 the gated form measured 2 % faster (3.520 / 3.516 / 3.514 against 3.626 / 3.572 /
+// 3.567 ms; BENCHMARKS.md, run 8). At M <= 2 it was first taken only from 3 rows, because the
+// gated GEMV then needed the separate activation-quantization launch (0-1 % slower); it now
+// quantizes in-block there too (run 17). KITE_CUDA_QGEMV_GATED_FQ=0 keeps M <= 2 on the linear
+// + silu_mul launches (an A/B switch).
+const bool g_gated_fq = !env_switched_off("KITE_CUDA_QGEMV_GATED_FQ");
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
   const Fmt f = fmt_of(w.format);
-  return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && m > kFusedQuantRows &&
-         w.out_features % 16 == 0;
+  return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) &&
+         (g_gated_fq || m > kFusedQuantRows) && w.out_features % 16 == 0;
 }
 
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
