@@ -71,6 +71,7 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
 #pragma unroll
       for (int j = 0; j < kHeld; ++j) {
         const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+        if (i >= p.k_real) break;  // input_scale has k_real entries
         const bf16* e = reinterpret_cast<const bf16*>(&v[j]);
 #pragma unroll
         for (int h = 0; h < 8; ++h)
