@@ -162,10 +162,21 @@ class Backend {
     int64_t width;         // columns normalised, before k_rot_offset
     float eps;
   };
+  // With head_product, also y[.., y_off:] = head_linear(x[.., x_off:], w) (MLA's absorbed query
+  // W_UK^T q_nope): it reads nothing this step writes and writes nothing it touches, so a
+  // backend may run it in the same launch (CUDA at decode sizes) or apart.
+  struct HeadProduct {
+    const Tensor* x;
+    int64_t x_off;
+    const Tensor* w;
+    Tensor* y;
+    int64_t y_off;
+  };
   virtual void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                               const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                               ops::RopeStyle style, Tensor* q_out = nullptr,
-                              int64_t q_out_offset = 0, const PrefixNorm* k_norm = nullptr) = 0;
+                              int64_t q_out_offset = 0, const PrefixNorm* k_norm = nullptr,
+                              const HeadProduct* head_product = nullptr) = 0;
   // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                          Tensor& out) = 0;

@@ -14,6 +14,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/moe_routing.h"
 
 namespace kite::cuda {
 namespace {
@@ -209,6 +210,66 @@ TEST(CudaMoeDecode, OneLaunchInAGraphEqualsTwoLaunches) {
     for (int64_t i = 0; i < c.tokens * c.d; ++i)
       ASSERT_EQ(got_host.data<float>()[i], want_host.data<float>()[i])
           << "replay " << replay << " element " << i;
+  }
+}
+
+// The early start (MoeDecodeStart::kEarly) right behind moe_route(trigger_first), as the model
+// runs it: each of eight steps copies the logits (standing in for the router GEMV, which
+// everything before has ended for), routes and runs the MoE into fresh act and out, captured
+// in a graph and replayed twice. Every output equals the two launches on the same routing bit
+// for bit.
+TEST(CudaMoeDecode, EarlyStartBehindTheRoutingEqualsTwoLaunches) {
+  auto rng = test_rng();
+  const Case c{3, 6, 8, 2048, 1408, 2816};
+  const float wa = 1.0f / std::sqrt(static_cast<float>(c.d));
+  const MoeDecodeWeights w{
+      upload(random_host({c.experts, 2 * c.inter, c.d}, rng, -wa, wa), DType::kBF16),
+      upload(random_host({c.experts, c.d, c.inter}, rng, -0.03f, 0.03f), DType::kBF16),
+      upload(random_host({2 * c.shared_inter, c.d}, rng, -wa, wa), DType::kBF16),
+      upload(random_host({c.d, c.shared_inter}, rng, -0.02f, 0.02f), DType::kBF16)};
+  const Tensor d_x = upload(random_host({c.tokens, c.d}, rng), DType::kBF16);
+  const Tensor logits = upload(random_host({c.tokens, c.experts}, rng, -4.0f, 4.0f), DType::kF32);
+  ops::MoeRoutingParams params;
+  params.top_k = c.top_k;
+  params.norm_topk_prob = true;
+  const int64_t act_elems = moe_decode_act_elems(c.tokens, c.top_k, c.inter, c.shared_inter);
+
+  Tensor ids = device_poisoned({c.tokens, c.top_k}, DType::kI32);
+  Tensor weights = device_poisoned({c.tokens, c.top_k}, DType::kF32);
+  moe_route(logits, params, ids, weights, test_stream());
+  Tensor act = device_poisoned({act_elems}, DType::kBF16);
+  Tensor want = device_poisoned({c.tokens, c.d}, DType::kBF16);
+  moe_decode(d_x, ids, weights, w, act, want, test_stream(), MoeDecodeLaunches::kTwo);
+  const Tensor want_host = download(want);
+
+  constexpr int kSteps = 8;
+  std::vector<Tensor> step_logits, step_ids, step_weights, acts, outs;
+  for (int s = 0; s < kSteps; ++s) {
+    step_logits.push_back(device_poisoned({c.tokens, c.experts}, DType::kF32));
+    step_ids.push_back(device_poisoned({c.tokens, c.top_k}, DType::kI32));
+    step_weights.push_back(device_poisoned({c.tokens, c.top_k}, DType::kF32));
+    acts.push_back(device_poisoned({act_elems}, DType::kBF16));
+    outs.push_back(device_poisoned({c.tokens, c.d}, DType::kBF16));
+  }
+  CapturedGraph graph([&] {
+    for (int s = 0; s < kSteps; ++s) {
+      KITE_CUDA_CHECK(cudaMemcpyAsync(step_logits[s].raw(), logits.raw(), logits.size_bytes(),
+                                      cudaMemcpyDeviceToDevice, test_stream()));
+      moe_route(step_logits[s], params, step_ids[s], step_weights[s], test_stream(),
+                /*trigger_first=*/true);
+      moe_decode(d_x, step_ids[s], step_weights[s], w, acts[s], outs[s], test_stream(),
+                 MoeDecodeLaunches::kOne, MoeDecodeStart::kEarly);
+    }
+  });
+  for (int replay = 0; replay < 2; ++replay) {
+    for (Tensor& out : outs) poison(out, test_stream());
+    graph.launch();
+    for (int s = 0; s < kSteps; ++s) {
+      const Tensor got = download(outs[s]);
+      for (int64_t i = 0; i < c.tokens * c.d; ++i)
+        ASSERT_EQ(got.data<float>()[i], want_host.data<float>()[i])
+            << "replay " << replay << " step " << s << " element " << i;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/ops.h"
 
 namespace kite::cuda {
@@ -275,6 +276,94 @@ TEST(CudaRopeAndCache, NormalisesThePrefixOfKFirst) {
   EXPECT_THROW(rope_and_cache(p, test_stream()), std::invalid_argument);
   p.k_norm_width = 512;
   EXPECT_THROW(rope_and_cache(p, test_stream()), std::invalid_argument);
+}
+
+// MLA's absorbed query product in the rope launch (RopeCacheParams::head_*): the whole MLA
+// attention input step — latent norm, rope of q into q_out's last columns and of the latent,
+// the cache write, and q_out's first 512 columns = W_UK^T q_nope per head — against the rope
+// launch without it followed by head_gemv: every output equal bit for bit (the same kernels'
+// arithmetic), at 1, 3 and 4 tokens. Then the overlaps it refuses.
+TEST(CudaRopeAndCache, HeadProductInTheLaunchEqualsTheRopeThenHeadGemv) {
+  auto rng = test_rng();
+  const int64_t heads = 16, nope = 128, rot = 64, rank = 512, width = rank + rot;
+  const int64_t block_size = 16, blocks = 4, num_slots = blocks * block_size;
+  for (const int64_t tokens : {1, 3, 4}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << tokens);
+    Tensor q = random_host({tokens, heads, nope + rot}, rng, -2.0f, 2.0f);
+    Tensor k = random_host({tokens, 1, width}, rng, -2.0f, 2.0f);
+    Tensor w_uk = random_host({heads, rank, nope}, rng, -0.2f, 0.2f);
+    Tensor norm_w = random_host({rank}, rng, 0.5f, 1.5f);
+    Tensor cos, sin;
+    make_cos_sin(tokens, rot, rng, cos, sin);
+    const auto slots = make_slots(tokens, num_slots, rng);
+    const Tensor dq = upload(q, DType::kBF16), dw = upload(w_uk, DType::kBF16);
+    const Tensor dnorm = upload(norm_w, DType::kBF16);
+    Tensor dcos = upload(cos, DType::kF32), dsin = upload(sin, DType::kF32);
+    Tensor dslots = to_device(std::span<const int64_t>(slots), {tokens}, test_stream());
+    auto run = [&](bool fused, Tensor& dk, Tensor& cache, Tensor& q_out) {
+      RopeCacheParams p;
+      Tensor q_in = dq;
+      p.q = &q_in;
+      p.q_rot_offset = nope;
+      p.q_out = &q_out;
+      p.q_out_offset = rank;
+      p.k = &dk;
+      p.k_rot_offset = rank;
+      p.k_cache = &cache;
+      p.rot_dim = rot;
+      p.style = RopeStyle::kInterleaved;
+      p.cos = &dcos;
+      p.sin = &dsin;
+      p.slot_mapping = &dslots;
+      p.k_norm_weight = &dnorm;
+      p.k_norm_width = rank;
+      p.k_norm_eps = 1e-6f;
+      if (fused) {
+        p.head_x = &dq;
+        p.head_w = &dw;
+        p.head_y = &q_out;
+      }
+      rope_and_cache(p, test_stream());
+      if (!fused) head_gemv(dq, 0, dw, q_out, 0, test_stream());
+    };
+    Tensor k_a = upload(k, DType::kBF16), k_b = upload(k, DType::kBF16);
+    const Tensor cache = random_host({blocks, block_size, 1, width}, rng);  // slots not written
+    Tensor cache_a = upload(cache, DType::kBF16), cache_b = upload(cache, DType::kBF16);
+    Tensor out_a = device_poisoned({tokens, heads, width}, DType::kBF16);
+    Tensor out_b = device_poisoned({tokens, heads, width}, DType::kBF16);
+    run(true, k_a, cache_a, out_a);
+    run(false, k_b, cache_b, out_b);
+    const Tensor got = download(out_a);
+    EXPECT_FALSE(std::any_of(got.data<float>(), got.data<float>() + got.numel(), [](float v) {
+      return std::isnan(v);
+    })) << "every column of q_out written";
+    EXPECT_EQ(rel_error(got, download(out_b)), 0.0);
+    EXPECT_EQ(rel_error(download(k_a), download(k_b)), 0.0);
+    EXPECT_EQ(rel_error(download(cache_a), download(cache_b)), 0.0);
+
+    // Refused: the product's output over q_out's rotated columns, or over the latent it reads.
+    RopeCacheParams bad;
+    Tensor q_in = dq;
+    bad.q = &q_in;
+    bad.q_rot_offset = nope;
+    bad.q_out = &out_a;
+    bad.q_out_offset = rank;
+    bad.k = &k_a;
+    bad.k_rot_offset = rank;
+    bad.k_cache = &cache_a;
+    bad.rot_dim = rot;
+    bad.cos = &dcos;
+    bad.sin = &dsin;
+    bad.slot_mapping = &dslots;
+    bad.head_x = &dq;
+    bad.head_w = &dw;
+    bad.head_y = &out_a;
+    bad.head_y_off = rot;  // columns [64, 576): into the rotated ones
+    EXPECT_THROW(rope_and_cache(bad, test_stream()), std::invalid_argument);
+    bad.head_y_off = 0;
+    bad.head_x = &k_a;  // reads what the rope writes (and the shapes disagree)
+    EXPECT_THROW(rope_and_cache(bad, test_stream()), std::invalid_argument);
+  }
 }
 
 TEST(CudaRopeAndCache, RejectsMissingCache) {

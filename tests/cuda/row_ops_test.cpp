@@ -78,9 +78,14 @@ TEST(CudaHeadLinear, MatchesPerHeadHostProducts) {
   struct Shape5 {
     int64_t t, heads, xw, x_off, k, yw, y_off, n;
   };
-  const Shape5 shapes[] = {{7, 4, 48, 0, 32, 80, 0, 64},      {1, 4, 48, 8, 32, 80, 16, 64},
-                           {3, 5, 40, 0, 40, 24, 3, 20},      {4, 2, 16, 8, 8, 9, 0, 9},
-                           {1, 16, 192, 0, 128, 576, 0, 512}, {2, 16, 512, 0, 512, 128, 0, 128}};
+  const Shape5 shapes[] = {{7, 4, 48, 0, 32, 80, 0, 64},
+                           {1, 4, 48, 8, 32, 80, 16, 64},
+                           {3, 5, 40, 0, 40, 24, 3, 20},
+                           {4, 2, 16, 8, 8, 9, 0, 9},
+                           {1, 16, 192, 0, 128, 576, 0, 512},
+                           {2, 16, 512, 0, 512, 128, 0, 128},
+                           // rows past the GEMV's registers-before-pdl_wait part (512 values)
+                           {2, 3, 1600, 16, 1544, 40, 8, 24}};
   for (const Shape5& s : shapes) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE(::testing::Message() << "T=" << s.t << " H=" << s.heads << " K=" << s.k

@@ -58,11 +58,12 @@ TEST_P(CudaGreedyTest, MatchesCpuArgmaxWithTiesToLowestId) {
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(ok_host.data<int32_t>()[r], want[r]) << "row " << r;
 }
 
-// 151936 (Qwen2), 129280 (DeepSeek-V3), 16384 (kite-tiny), 1001 (not a vector multiple).
+// 151936 (Qwen2), 129280 (DeepSeek-V3), 16384 (kite-tiny), 1001 (not a vector multiple), 12
+// (fewer vectors than the cluster has blocks).
 INSTANTIATE_TEST_SUITE_P(Vocabs, CudaGreedyTest,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
-                                            ::testing::Values<int64_t>(151936, 129280, 16384,
-                                                                       1001)));
+                                            ::testing::Values<int64_t>(151936, 129280, 16384, 1001,
+                                                                       12)));
 
 }  // namespace
 }  // namespace kite::cuda

@@ -68,7 +68,7 @@ class CpuBackend final : public Backend {
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                       ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset,
-                      const PrefixNorm* k_norm) override {
+                      const PrefixNorm* k_norm, const HeadProduct* head_product) override {
     if (k_norm) rms_norm_prefix(k, k_norm->width, *k_norm->weight, k_norm->eps);
     if (q && q_out) {  // the same rotation, on a copy of q's dims in q_out
       copy_columns(*q, q_rot_offset, *q_out, q_out_offset, rot_dim);
@@ -79,6 +79,9 @@ class CpuBackend final : public Backend {
     ops::rope(k, k_rot_offset, rot_dim, cos_, sin_, style);
     ops::write_cache(k, step().slot_mapping, k_cache, k_scale_, fp8_cache_bf16_tail(k, v, k_cache));
     if (v) ops::write_cache(*v, step().slot_mapping, *v_cache, v_scale_);
+    if (head_product)
+      head_linear(*head_product->x, head_product->x_off, *head_product->w, *head_product->y,
+                  head_product->y_off);
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                  Tensor& out) override {

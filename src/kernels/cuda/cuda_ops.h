@@ -87,6 +87,15 @@ struct RopeCacheParams {
   const Tensor* k_norm_weight = nullptr;
   int64_t k_norm_width = 0;
   float k_norm_eps = 0.0f;
+  // When head_w is set: head_y[.., head_y_off:] = head_linear(head_x[.., head_x_off:], head_w)
+  // (gemm/head_linear.h) in the same launch, on blocks of its own — MLA's absorbed query
+  // W_UK^T q_nope beside the rope of q's rope dims. Only where head_gemv_applies; head_x must
+  // not be written by the rope step, and head_y must not overlap anything it reads or writes.
+  const Tensor* head_x = nullptr;
+  int64_t head_x_off = 0;
+  const Tensor* head_w = nullptr;
+  Tensor* head_y = nullptr;
+  int64_t head_y_off = 0;
 };
 void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 

@@ -27,22 +27,36 @@ inline bool pdl_for_small_kernels() {
   return on;
 }
 
-// launch_pdl when `early`, else a plain launch on the stream.
+// launch_pdl when `early`, else a plain launch on the stream; with `cluster` other than
+// (1, 1, 1) the blocks run in thread-block clusters of those dims (the grid a multiple of them).
 template <typename... Params, typename... Args>
-void launch_pdl_if(bool early, void (*kernel)(Params...), dim3 grid, int threads, size_t smem_bytes,
-                   cudaStream_t stream, Args... args) {
+void launch_pdl_clustered_if(bool early, dim3 cluster, void (*kernel)(Params...), dim3 grid,
+                             int threads, size_t smem_bytes, cudaStream_t stream, Args... args) {
   static const bool off = std::getenv("KITE_CUDA_NO_PDL") != nullptr;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = off || !early ? 0 : 1;
-  config.attrs = &attr;
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = off || !early ? 0 : 1;
+  config.attrs = attrs;
   config.numAttrs = 1;
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attrs[1].id = cudaLaunchAttributeClusterDimension;
+    attrs[1].val.clusterDim.x = cluster.x;
+    attrs[1].val.clusterDim.y = cluster.y;
+    attrs[1].val.clusterDim.z = cluster.z;
+    config.numAttrs = 2;
+  }
   KITE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl_if(bool early, void (*kernel)(Params...), dim3 grid, int threads, size_t smem_bytes,
+                   cudaStream_t stream, Args... args) {
+  launch_pdl_clustered_if(early, dim3(1, 1, 1), kernel, grid, threads, smem_bytes, stream, args...);
 }
 
 template <typename... Params, typename... Args>

@@ -18,6 +18,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm/head_gemv.cuh"
+#include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/launch_pdl.cuh"
 
 namespace kite::cuda {
@@ -63,13 +65,31 @@ struct RopeLaunch {
   int64_t num_slots = 0;
   int rot_dim = 0;
   bool interleaved = false;
+  // The per-head GEMV run beside the rope (RopeCacheParams::head_w), BF16 only: its blocks come
+  // after the targets' chunks in grid.y, numbered across grid.x.
+  HeadGemvArgs head;
+  int head_blocks = 0, head_blocks_per_head = 0, rope_chunks = 0;
 };
 
-template <typename T>
+// HEAD_M: the rows of the head GEMV run beside the rope (args.head), 0 for none.
+template <typename T, int HEAD_M>
 __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
   __shared__ float stage[kStageFloats];
-  pdl_wait();  // launched early (PDL): q / k / v come from before; then the next may launch
-  pdl_trigger();
+  // Launched early (PDL): q / k / v come from before; then the next may launch.
+  const auto wait_and_trigger = [] {
+    pdl_wait();
+    pdl_trigger();
+  };
+  if constexpr (HEAD_M > 0) {
+    if (static_cast<int>(blockIdx.y) >= args.rope_chunks) {  // the head GEMV's blocks
+      const int b = (blockIdx.y - args.rope_chunks) * gridDim.x + blockIdx.x;
+      if (b < args.head_blocks)
+        head_gemv_block<HEAD_M>(args.head, b % args.head_blocks_per_head,
+                                b / args.head_blocks_per_head, wait_and_trigger);
+      return;
+    }
+  }
+  wait_and_trigger();
   const int64_t token = blockIdx.x;
   int chunk = blockIdx.y, which = 0;
   while (which + 1 < args.num_targets && chunk >= args.targets[which].num_chunks) {
@@ -198,13 +218,37 @@ RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t r
 
 template <typename T>
 void launch(RopeLaunch<T>& args, int64_t tokens, cudaStream_t stream) {
-  int chunks = 0;
-  for (int i = 0; i < args.num_targets; ++i) chunks += args.targets[i].num_chunks;
-  if (tokens == 0 || chunks == 0) return;
+  args.rope_chunks = 0;
+  for (int i = 0; i < args.num_targets; ++i) args.rope_chunks += args.targets[i].num_chunks;
+  if (tokens == 0 || args.rope_chunks == 0) return;
+  const int64_t chunks = args.rope_chunks + (args.head_blocks + tokens - 1) / tokens;
   KITE_CUDA_OP_CHECK(tokens <= INT32_MAX && chunks <= 65535, "rope",
                      "batch too large for one launch");
-  launch_pdl_if(pdl_for_small_kernels(), rope_cache_kernel<T>,
-                dim3(static_cast<unsigned>(tokens), chunks), kThreads, 0, stream, args);
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks));
+  const auto run = [&](auto kernel) {
+    launch_pdl_if(pdl_for_small_kernels(), kernel, grid, kThreads, 0, stream, args);
+  };
+  if constexpr (std::is_same_v<T, bf16>) {
+    switch (args.head_blocks > 0 ? args.head.rows : 0) {
+      case 0:
+        run(rope_cache_kernel<T, 0>);
+        break;
+      case 1:
+        run(rope_cache_kernel<T, 1>);
+        break;
+      case 2:
+        run(rope_cache_kernel<T, 2>);
+        break;
+      case 3:
+        run(rope_cache_kernel<T, 3>);
+        break;
+      default:
+        run(rope_cache_kernel<T, 4>);
+        break;
+    }
+  } else {
+    run(rope_cache_kernel<T, 0>);  // the head product is BF16 only
+  }
   KITE_CUDA_CHECK_LAUNCH();
 }
 
@@ -239,7 +283,35 @@ void launch_rope_cache(const RopeCacheParams& p, int64_t tokens, int64_t num_slo
   args.num_slots = num_slots;
   args.rot_dim = static_cast<int>(p.rot_dim);
   args.interleaved = p.style == ops::RopeStyle::kInterleaved;
+  if (p.head_w) {
+    args.head = head_gemv_args(*p.head_x, p.head_x_off, *p.head_w, *p.head_y, p.head_y_off);
+    args.head_blocks_per_head = head_gemv_blocks_per_head(args.head);
+    args.head_blocks = args.head_blocks_per_head * args.head.heads;
+  }
   launch(args, tokens, stream);
+}
+
+// The head product that rope_and_cache runs beside the rope (RopeCacheParams::head_w): the
+// kernel's shapes, and no overlap with what the rope step reads or writes (q's rotated columns
+// in q_out may share head_y's rows, not its columns).
+void check_head_product(const char* op, const RopeCacheParams& p) {
+  check_head_linear(*p.head_x, p.head_x_off, *p.head_w, *p.head_y, p.head_y_off);
+  KITE_CUDA_OP_CHECK(
+      head_gemv_applies(*p.head_x, p.head_x_off, *p.head_w) && p.head_x->size(0) == p.k->size(0),
+      op, "the head product needs BF16 rows of the step's tokens, at most 4");
+  const bool q_in_place = p.q && !p.q_out;
+  KITE_CUDA_OP_CHECK(
+      !bytes_overlap(*p.head_x, *p.k) && !(q_in_place && bytes_overlap(*p.head_x, *p.q)), op,
+      "the head product must not read what the rope writes");
+  const Tensor& y = *p.head_y;
+  bool apart = !bytes_overlap(y, *p.k) && !(p.q && bytes_overlap(y, *p.q)) &&
+               !(p.v && bytes_overlap(y, *p.v)) && !bytes_overlap(y, *p.head_x);
+  if (p.q_out && bytes_overlap(y, *p.q_out)) {
+    const int64_t y_end = p.head_y_off + p.head_w->size(1);
+    apart = apart && y.raw() == p.q_out->raw() && y.shape() == p.q_out->shape() &&
+            (y_end <= p.q_out_offset || p.head_y_off >= p.q_out_offset + p.rot_dim);
+  }
+  KITE_CUDA_OP_CHECK(apart, op, "the head product's output must not overlap the rope's tensors");
 }
 
 // The cache must be [num_blocks, block_size, heads, dim (+ tail)] for a [T, heads, dim] source.
@@ -369,6 +441,7 @@ void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
         p.v_cache->size(0) == p.k_cache->size(0) && p.v_cache->size(1) == p.k_cache->size(1), kOp,
         "k_cache and v_cache must have the same blocks");
   }
+  if (p.head_w) check_head_product(kOp, p);
   const int64_t num_slots = p.k_cache->size(0) * p.k_cache->size(1);
   if (dtype == DType::kF32) {
     launch_rope_cache<float>(p, tokens, num_slots, stream);

@@ -92,10 +92,12 @@ Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& la
   // q's rope dims (into the absorbed query per head [W_UK^T q_nope | q_rope]) in the same call.
   Tensor latent3 = latent.view({t, 1, width});
   Tensor q_abs = be.empty({t, heads_, width});
+  // q_abs's first `rank` columns, W_UK^T q_nope, come with the rope step (in its launch on
+  // CUDA): it reads only q, which the rope leaves as it is.
   const Backend::PrefixNorm latent_norm{&kv_a_norm_, rank_, eps_};
+  const Backend::HeadProduct absorb_q{&q, 0, &w_uk_t_, &q_abs, 0};
   be.rope_and_cache(&q, nope_, latent3, rank_, nullptr, latent_cache, nullptr, rope_,
-                    ops::RopeStyle::kInterleaved, &q_abs, rank_, &latent_norm);
-  be.head_linear(q, 0, w_uk_t_, q_abs, 0);
+                    ops::RopeStyle::kInterleaved, &q_abs, rank_, &latent_norm, &absorb_q);
 
   // One kv head; values are the first `rank` dims of the latent rows.
   Tensor o_lat = be.empty({t, heads_, rank_});

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 
 namespace kite::cuda::attention {
 namespace {
@@ -118,6 +119,9 @@ KernelParams check_and_describe(const char* op, const Tensor& q, const Tensor& k
   p.v_cache = v_cache.raw();
   p.out = const_cast<void*>(out.raw());
   p.query_start = decode ? nullptr : static_cast<const int32_t*>(args.query_start.raw());
+  // KITE_CUDA_DECODE_EARLY_TILE=0: decode waits for the kernel before first (A/B runs).
+  static const bool early_tile = !env_switched_off("KITE_CUDA_DECODE_EARLY_TILE");
+  p.decode_step = decode && early_tile;
   p.seq_lens = static_cast<const int32_t*>(args.seq_lens.raw());
   p.block_tables = static_cast<const int32_t*>(args.block_tables.raw());
   p.num_tokens = static_cast<int>(tokens);

@@ -38,6 +38,11 @@ struct KernelParams {
   // ops::write_cache's bf16_tail), so a row is head_dim_qk + kv_bf16_tail bytes. Only the MLA
   // kernel reads such rows; the others decline a call with a tail.
   int kv_bf16_tail = 0;
+  // Decode (paged_decode_attention): each sequence's last key is the step's own, written by
+  // the kernel before this launch, while its earlier keys and the metadata (seq_lens,
+  // block_tables: the step's upload) come from before that kernel; so the tensor-core decode
+  // kernels read them and load a first tile of only older keys before pdl_wait.
+  bool decode_step = false;
 };
 
 // Head dims (qk, v) the tensor-core GQA kernels (decode_mma.cu, prefill_mma.cu) are built

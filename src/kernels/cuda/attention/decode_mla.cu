@@ -24,6 +24,7 @@
 #include "kernels/cuda/attention/fp8_raw_tile.cuh"
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda::attention {
@@ -146,6 +147,14 @@ __global__ void __launch_bounds__(WARPS * 32)
   static_assert(!KVF8 || STAGES == 2, "the FP8 path keeps one tile in registers");
   using L = MlaLayout<HB, WARPS, STAGES>;
   extern __shared__ __align__(128) char smem[];
+  // Launched early (PDL): q and the step's own key come from the kernel before; then the next
+  // may launch. Decode waits further down, after its first tile of only older keys is in
+  // flight (KernelParams::decode_step); other launches (MLA prefill's virtual sequences come
+  // from the kernel before) wait here.
+  if (!p.decode_step) {
+    pdl_wait();
+    pdl_trigger();
+  }
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int hblock = blockIdx.x % head_blocks, seq = blockIdx.x / head_blocks;
@@ -164,13 +173,6 @@ __global__ void __launch_bounds__(WARPS * 32)
   char* const stages = smem + L::kQBytes;
   float* const sS = reinterpret_cast<float*>(stages + STAGES * kStageBytes);  // [rows][32]
 
-  const bf16* q = static_cast<const bf16*>(p.q);
-  for (int idx = tid; idx < L::kRows * (kDqk / 8); idx += L::kThreads) {
-    const int row = idx / (kDqk / 8), chunk = idx % (kDqk / 8);
-    const bool valid = row < heads_here;
-    const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * kDqk + chunk * 8 : q;
-    cp_async16(sq + swz<kDqk>(row, chunk), src, valid);
-  }
   const PagedKv kv{
       p.k_cache,
       nullptr,
@@ -186,13 +188,30 @@ __global__ void __launch_bounds__(WARPS * 32)
       p.k_scale,
       p.kv_bf16_tail};
   bool ok = true;
-  auto load_tile = [&](int j) {
+  auto issue_tile = [&](int j) {
     if (j < n_tiles)
       ok &= load_kv_tiles<kDqk, 0, kBlockN, L::kThreads>(
           stages + (j % STAGES) * kStageBytes, nullptr, kv, static_cast<int>(k_begin) + j * kBlockN,
           static_cast<int>(k_end), tid);
+  };
+  auto load_tile = [&](int j) {
+    issue_tile(j);
     cp_async_commit();  // empty groups keep the count uniform
   };
+  // A BF16 first tile of only older keys goes out before the wait, in the same copy group as q.
+  const bool tile_before_wait = !KVF8 && p.decode_step && n_tiles > 0 && k_begin + kBlockN < len;
+  if (tile_before_wait) issue_tile(0);
+  if (p.decode_step) {
+    pdl_wait();
+    pdl_trigger();
+  }
+  const bf16* q = static_cast<const bf16*>(p.q);
+  for (int idx = tid; idx < L::kRows * (kDqk / 8); idx += L::kThreads) {
+    const int row = idx / (kDqk / 8), chunk = idx % (kDqk / 8);
+    const bool valid = row < heads_here;
+    const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * kDqk + chunk * 8 : q;
+    cp_async16(sq + swz<kDqk>(row, chunk), src, valid);
+  }
   LatentFp8Fetch<L::kThreads> f8;
   auto fetch_fp8 = [&](int j) {
     if (j < n_tiles)
@@ -203,8 +222,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (n_tiles > 0) f8.store(stages, kv, tid);
     cp_async_commit();  // Q's copies
   } else {
+    if (tile_before_wait) cp_async_commit();  // tile 0's group, now with q's copies
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) load_tile(s);
+    for (int s = tile_before_wait ? 1 : 0; s < STAGES - 1; ++s) load_tile(s);
   }
 
   float o[HB][L::kDvPerWarp / 8][4] = {};
@@ -381,8 +401,8 @@ void run_decode_mla_as(const KernelParams& p, int head_blocks, cudaStream_t stre
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * head_blocks), p.num_splits);
-  decode_mla_kernel<HB, WARPS, STAGES, KVF8>
-      <<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, head_blocks);
+  launch_pdl_if(pdl_for_small_kernels(), decode_mla_kernel<HB, WARPS, STAGES, KVF8>, grid,
+                L::kThreads, L::kSmemBytes, stream, p, head_blocks);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

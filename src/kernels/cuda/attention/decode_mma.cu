@@ -68,8 +68,14 @@ __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
   using L = DecodeLayout<DQK, DV, KVF8>;
   extern __shared__ __align__(128) char smem[];
-  pdl_wait();  // launched early (PDL): q and the cache come from before; then the next may launch
-  pdl_trigger();
+  // Launched early (PDL): q and the step's own key come from the kernel before; then the next
+  // may launch. Decode waits further down, after its first tile of only older keys is in
+  // flight (KernelParams::decode_step); other launches (MLA prefill's virtual sequences come
+  // from the kernel before) wait here.
+  if (!p.decode_step) {
+    pdl_wait();
+    pdl_trigger();
+  }
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int group = p.num_heads / p.num_kv_heads;
@@ -93,13 +99,6 @@ __global__ void __launch_bounds__(kThreads)
   // array: a run-time index into a local array would put it on the stack).
   char* const stages = smem + L::kQBytes;
 
-  const bf16* q = static_cast<const bf16*>(p.q);
-  for (int idx = tid; idx < kRows * (DQK / 8); idx += kThreads) {
-    const int row = idx / (DQK / 8), chunk = idx % (DQK / 8);
-    const bool valid = row < heads_here;
-    const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * DQK + chunk * 8 : q;
-    cp_async16(sq + swz<DQK>(row, chunk), src, valid);
-  }
   const PagedKv kv{p.k_cache,
                    p.v_cache,
                    table,
@@ -124,7 +123,21 @@ __global__ void __launch_bounds__(kThreads)
                                                           static_cast<int>(k_begin) + j * kBlockN,
                                                           static_cast<int>(k_end), tid);
   };
+  // A BF16 first tile of only older keys goes out before the wait, in the same copy group as q.
   bool ok = true;
+  const bool tile_before_wait = !KVF8 && p.decode_step && n_tiles > 0 && k_begin + kBlockN < len;
+  if (tile_before_wait) ok = load_stage(0, stages);
+  if (p.decode_step) {
+    pdl_wait();
+    pdl_trigger();
+  }
+  const bf16* q = static_cast<const bf16*>(p.q);
+  for (int idx = tid; idx < kRows * (DQK / 8); idx += kThreads) {
+    const int row = idx / (DQK / 8), chunk = idx % (DQK / 8);
+    const bool valid = row < heads_here;
+    const bf16* src = valid ? q + (int64_t{seq} * p.num_heads + head0 + row) * DQK + chunk * 8 : q;
+    cp_async16(sq + swz<DQK>(row, chunk), src, valid);
+  }
   if constexpr (KVF8) {
 #pragma unroll
     for (int j = 0; j < L::kStages - 1; ++j) {
@@ -132,7 +145,7 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_commit();
     }
   } else {
-    if (n_tiles > 0) ok = load_stage(0, stages);
+    if (n_tiles > 0 && !tile_before_wait) ok = load_stage(0, stages);
     cp_async_commit();
   }
 

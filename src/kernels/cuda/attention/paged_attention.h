@@ -72,8 +72,11 @@ class AttentionWorkspace {
 bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared);
 
 // One query per sequence (T == num_seqs). Keys are split into chunks processed by separate
-// blocks; a second kernel merges the partial softmax states. Never reads a block id outside
-// [0, num_blocks) or past max_blocks_per_seq: such a sequence's output is NaN.
+// blocks; a second kernel merges the partial softmax states. Only each sequence's last key may
+// come from the kernel right before this call (the step's own token, from rope_and_cache): the
+// kernels read the older keys, seq_lens and block_tables before that kernel has ended (PDL). Never
+// reads a block id outside [0, num_blocks) or past max_blocks_per_seq: such a sequence's output is
+// NaN.
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const PagedAttentionArgs& args, AttentionWorkspace& workspace,
                             Tensor& out, cudaStream_t stream);

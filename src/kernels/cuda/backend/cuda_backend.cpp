@@ -335,9 +335,18 @@ class CudaBackend final : public Backend {
   void rope_and_cache(Tensor* q, int64_t q_rot_offset, Tensor& k, int64_t k_rot_offset,
                       const Tensor* v, Tensor& k_cache, Tensor* v_cache, int64_t rot_dim,
                       ops::RopeStyle style, Tensor* q_out, int64_t q_out_offset,
-                      const PrefixNorm* k_norm) override {
+                      const PrefixNorm* k_norm, const HeadProduct* head_product) override {
+    // The head product in the rope launch where the per-head GEMV takes it (one launch fewer
+    // per MLA layer at decode); KITE_CUDA_ROPE_HEAD_PRODUCT=0 launches it apart (A/B runs).
+    static const bool apart = env_switched_off("KITE_CUDA_ROPE_HEAD_PRODUCT");
+    const bool fused = head_product && !apart && k.dtype() == DType::kBF16 &&
+                       head_gemv_applies(*head_product->x, head_product->x_off, *head_product->w);
+    if (head_product && !fused)
+      head_linear(*head_product->x, head_product->x_off, *head_product->w, *head_product->y,
+                  head_product->y_off);
     if (replaying()) return;
-    TimedOp timed = time_op([] { return std::string("rope_and_cache"); });
+    TimedOp timed = time_op(
+        [fused] { return std::string(fused ? "rope_and_cache+head_gemv" : "rope_and_cache"); });
     RopeCacheParams p;
     p.q = q;
     p.q_rot_offset = q_rot_offset;
@@ -360,6 +369,13 @@ class CudaBackend final : public Backend {
       p.k_norm_weight = k_norm->weight;
       p.k_norm_width = k_norm->width;
       p.k_norm_eps = k_norm->eps;
+    }
+    if (fused) {
+      p.head_x = head_product->x;
+      p.head_x_off = head_product->x_off;
+      p.head_w = head_product->w;
+      p.head_y = head_product->y;
+      p.head_y_off = head_product->y_off;
     }
     cuda::rope_and_cache(p, stream_);
   }
@@ -464,10 +480,14 @@ class CudaBackend final : public Backend {
     Tensor out = empty({x.size(0), x.size(1)}, x.dtype());
     if (replaying()) return out;
     const int64_t t = x.size(0), k = params.top_k, experts = gate_up.size(0);
+    // The MoE starts on the shared experts while the routing still runs (x, the router's
+    // input, is complete; act is fresh scratch: MoeDecodeStart::kEarly's terms).
+    // KITE_CUDA_MOE_EARLY=0: it waits for the routing first (A/B runs).
+    static const bool early = !env_switched_off("KITE_CUDA_MOE_EARLY");
     Tensor ids, weights;
     std::optional<TimedOp> timed;
     timed.emplace(time_op([] { return std::string("moe route"); }));
-    route_on_device(logits, params, t, ids, weights);
+    route_on_device(logits, params, t, ids, weights, early);
     timed.reset();
     const bool shared = shared_gate_up.defined();
     const int64_t inter = down.size(2), shared_inter = shared ? shared_down.size(1) : 0;
@@ -477,7 +497,8 @@ class CudaBackend final : public Backend {
         time_op([] { return std::string("moe decode gate_up+down"); },
                 t * (k * (gate_up.size_bytes() + down.size_bytes()) / experts +
                      (shared ? shared_gate_up.size_bytes() + shared_down.size_bytes() : 0))));
-    cuda::moe_decode(x, ids, weights, w, act, out, stream_);
+    cuda::moe_decode(x, ids, weights, w, act, out, stream_, cuda::MoeDecodeLaunches::kAuto,
+                     early ? cuda::MoeDecodeStart::kEarly : cuda::MoeDecodeStart::kAfterPrevious);
     return out;
   }
   void moe_route(const Tensor& logits, const ops::MoeRoutingParams& params,
@@ -550,12 +571,12 @@ class CudaBackend final : public Backend {
 
   // The router on the device: expert ids I32 and weights F32 [t, top_k] in step scratch.
   void route_on_device(const Tensor& logits, const ops::MoeRoutingParams& params, int64_t t,
-                       Tensor& ids, Tensor& weights) {
+                       Tensor& ids, Tensor& weights, bool trigger_first = false) {
     ops::MoeRoutingParams p = params;
     if (params.correction_bias) p.correction_bias = &device_vector(*params.correction_bias);
     ids = empty({t, params.top_k}, DType::kI32);
     weights = empty({t, params.top_k}, DType::kF32);
-    cuda::moe_route(logits, p, ids, weights, stream_);
+    cuda::moe_route(logits, p, ids, weights, stream_, trigger_first);
   }
 
   bool replaying() const { return graphs_.mode() == StepGraphs::Mode::kReplay; }
@@ -608,6 +629,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
   std::shared_ptr<PinnedBlock> host_out_;
+  std::unique_ptr<PinnedBlock> host_ids_;  // sample()'s read-back of ids and row checks
   std::map<const void*, Tensor> vectors_;
   SamplingWorkspace sampling_ws_;
   float k_scale_ = 1.0f, v_scale_ = 1.0f;  // FP8 KV scales of the layer about to run
@@ -623,7 +645,9 @@ std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logit
   if (r == 0) return std::vector<int32_t>{};
   // The argmax pass runs for every row: it is the answer for greedy rows without penalties
   // and, for all rows, the check the host sampler makes (no NaN / +inf, not all -inf).
-  Tensor ids = empty({r}, DType::kI32), ok = empty({r}, DType::kI32);
+  // The ids and the row checks side by side, so one copy brings both back.
+  Tensor flags = empty({2, r}, DType::kI32);
+  Tensor ids = flags.slice_rows(0, 1).view({r}), ok = flags.slice_rows(1, 2).view({r});
   greedy_sample(logits, ids, stream_, &ok);
   bool general = false, penalties = false;
   for (const DeviceSamplingRow& row : rows) {
@@ -675,10 +699,17 @@ std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logit
     sampling_filter(logits, gp, penalties ? &history : nullptr, sampling_ws_, filtered, stream_);
     sampling_draw(filtered, gp, ids, stream_);
   }
-  std::vector<int32_t> out = to_host_i32(ids);
-  const std::vector<int32_t> valid = to_host_i32(ok);
+  // One copy into pinned memory and one wait (two pageable copies, each with its own wait,
+  // were what followed every decode step's argmax before).
+  if (!host_ids_ || host_ids_->size < flags.size_bytes())
+    host_ids_ = std::make_unique<PinnedBlock>(flags.size_bytes());
+  KITE_CUDA_CHECK(cudaMemcpyAsync(host_ids_->data, flags.raw(), flags.size_bytes(),
+                                  cudaMemcpyDeviceToHost, stream_));
+  stream_.synchronize();
+  const auto* host = static_cast<const int32_t*>(host_ids_->data);
+  std::vector<int32_t> out(host, host + r);
   for (int64_t i = 0; i < r; ++i)
-    if (!valid[i]) out[i] = -1;
+    if (!host[r + i]) out[i] = -1;
   return out;
 }
 

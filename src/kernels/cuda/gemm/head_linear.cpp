@@ -48,8 +48,8 @@ void make_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t ro
 HeadLinear::HeadLinear() = default;
 HeadLinear::~HeadLinear() = default;
 
-void HeadLinear::run(BlasLtContext& ctx, const Tensor& x, int64_t x_off, const Tensor& w,
-                     Tensor& y, int64_t y_off, cudaStream_t stream) {
+void check_head_linear(const Tensor& x, int64_t x_off, const Tensor& w, const Tensor& y,
+                       int64_t y_off) {
   constexpr const char* kOp = "head_linear";
   check_device_float(x, kOp, "x");
   check_device(w, x.dtype(), kOp, "w");
@@ -57,11 +57,17 @@ void HeadLinear::run(BlasLtContext& ctx, const Tensor& x, int64_t x_off, const T
   KITE_CUDA_OP_CHECK(w.dim() == 3 && x.dim() == 3 && y.dim() == 3, kOp,
                      "x [T, H, x_width], w [H, N, K], y [T, H, y_width]");
   const int64_t t = x.size(0), heads = w.size(0), n = w.size(1), k = w.size(2);
-  const int64_t xw = x.size(2), yw = y.size(2);
   KITE_CUDA_OP_CHECK(x.size(1) == heads && y.size(1) == heads && y.size(0) == t, kOp,
                      "head counts / rows disagree");
-  KITE_CUDA_OP_CHECK(x_off >= 0 && x_off + k <= xw && y_off >= 0 && y_off + n <= yw, kOp,
-                     "column ranges out of bounds");
+  KITE_CUDA_OP_CHECK(x_off >= 0 && x_off + k <= x.size(2) && y_off >= 0 && y_off + n <= y.size(2),
+                     kOp, "column ranges out of bounds");
+}
+
+void HeadLinear::run(BlasLtContext& ctx, const Tensor& x, int64_t x_off, const Tensor& w,
+                     Tensor& y, int64_t y_off, cudaStream_t stream) {
+  check_head_linear(x, x_off, w, y, y_off);
+  const int64_t t = x.size(0), heads = w.size(0), n = w.size(1), k = w.size(2);
+  const int64_t xw = x.size(2), yw = y.size(2);
   if (t == 0) return;
   if (head_gemv_applies(x, x_off, w)) return head_gemv(x, x_off, w, y, y_off, stream);
   const size_t es = dtype_size(x.dtype());

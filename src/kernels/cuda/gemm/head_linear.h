@@ -31,6 +31,12 @@ class HeadLinear {
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 
+// Checks a head_linear call's tensors (HeadLinear::run does, and rope_and_cache for the product
+// it runs in its launch): device tensors of one float dtype, x [T, H, x_width], w [H, N, K],
+// y [T, H, y_width], the column ranges inside the rows.
+void check_head_linear(const Tensor& x, int64_t x_off, const Tensor& w, const Tensor& y,
+                       int64_t y_off);
+
 // The same for BF16 and at most kHeadGemvMaxRows rows of x, as one GEMV launch
 // (head_gemv.cu); head_gemv_applies says when its alignment needs hold (K, x's width and x_off
 // multiples of 8, x and w 16-byte aligned). Shapes are checked by HeadLinear::run.

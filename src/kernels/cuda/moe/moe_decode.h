@@ -53,10 +53,22 @@ void moe_decode_down(const Tensor& ids, const Tensor& weights, const MoeDecodeWe
 // runs the two steps above.
 enum class MoeDecodeLaunches { kAuto, kOne, kTwo };
 
+// When one launch runs both steps, it may start early: kEarly computes gate_up at once, before
+// the kernel it follows has ended — the shared experts while the router still runs; only the
+// producer's routed copies wait for the ids — and waits for that kernel only before down, the
+// first step that reads the routing's weights. The caller guarantees what that takes: the
+// launch follows moe_route(..., trigger_first = true), and every kernel before the one the
+// routing follows has ended when the routing launches — true in the model, where the routing
+// follows the router GEMV, which lets it launch only after its own pdl_wait. Then x is
+// complete, no earlier kernel still reads act, and an earlier one-launch MoE on the stream has
+// left its grid barrier's counters. kAfterPrevious waits for the previous kernel first.
+enum class MoeDecodeStart { kAfterPrevious, kEarly };
+
 // Both steps: x, ids and weights as above -> out BF16 [T, d]; act is scratch as for step 1.
 void moe_decode(const Tensor& x, const Tensor& ids, const Tensor& weights,
                 const MoeDecodeWeights& w, Tensor& act, Tensor& out, cudaStream_t stream,
-                MoeDecodeLaunches launches = MoeDecodeLaunches::kAuto);
+                MoeDecodeLaunches launches = MoeDecodeLaunches::kAuto,
+                MoeDecodeStart start = MoeDecodeStart::kAfterPrevious);
 
 // Whether the one-launch kernel's shared memory (the ring and a copy of act) fits the device.
 bool moe_decode_one_launch_fits(int64_t tokens, int64_t top_k, int64_t inter, int64_t shared_inter);

@@ -229,7 +229,9 @@ __device__ __forceinline__ void consume_gate_up(const Args& a, const RingState& 
 #pragma unroll
         for (int j = 0; j < kXRegs; ++j) {
           const int i = lane_col + j * 32 * kSplit;
-          xv[j] = i < cols8 ? __ldg(xr + i) : make_uint4(0, 0, 0, 0);
+          // Through L2, never a non-coherent line: the one-launch kernel may read x before its
+          // pdl_wait (MoeDecodeStart::kEarly).
+          xv[j] = i < cols8 ? __ldcg(xr + i) : make_uint4(0, 0, 0, 0);
         }
         x_held = xc;
       }
@@ -405,7 +407,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_step_kernel(const Args a) {
 // of this one run, so no later launch can hold an SM that a block of this one waits for.
 //
 // sync[0] counts blocks past gate_up, sync[1] blocks done; the last one done zeroes both for
-// the next launch, which touches them only after pdl_wait, so after this launch has ended.
+// the next launch on the stream, which touches them only after this launch has ended: after
+// its pdl_wait or, starting early, after its x was complete, i.e. after the kernels between
+// the two launches waited for this one.
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   uint32_t v;
@@ -424,8 +428,10 @@ __device__ __forceinline__ void grid_barrier(uint32_t* arrived) {
   consumers_sync(kWarps * 32);
 }
 
+// early (MoeDecodeStart::kEarly, moe_decode.h): the consumers start on gate_up at once and wait
+// for the kernel before (the routing) only before down.
 __global__ void __launch_bounds__(kThreads, 1)
-    moe_one_launch_kernel(const Args a, uint32_t* sync, int act_elems) {
+    moe_one_launch_kernel(const Args a, uint32_t* sync, int act_elems, bool early) {
   extern __shared__ __align__(128) uint8_t smem[];
   const RingState ring = ring_state(smem);
   bf16* act_copy = reinterpret_cast<bf16*>(smem + kSmemBytes);
@@ -437,10 +443,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     produce_down(a, ring, smem, gate_up_items(a), policy, ids_loaded);
     return;
   }
-  pdl_wait();
+  if (!early) pdl_wait();
   pdl_trigger();
   consume_gate_up(a, ring, smem, 0);
   grid_barrier(&sync[0]);
+  if (early) pdl_wait();
   // Other blocks wrote act during this launch: read it through L2 (ld.global.cg), never a
   // possibly stale L1 or non-coherent line.
   const uint4* src = reinterpret_cast<const uint4*>(a.act);
@@ -629,7 +636,7 @@ bool moe_decode_one_launch_fits(int64_t tokens, int64_t top_k, int64_t inter,
 
 void moe_decode(const Tensor& x, const Tensor& ids, const Tensor& weights,
                 const MoeDecodeWeights& w, Tensor& act, Tensor& out, cudaStream_t stream,
-                MoeDecodeLaunches launches) {
+                MoeDecodeLaunches launches, MoeDecodeStart start) {
   // KITE_CUDA_MOE_ONE_LAUNCH=0: two launches wherever kAuto would take one (A/B runs).
   static const bool one_off = env_switched_off("KITE_CUDA_MOE_ONE_LAUNCH");
   const Args a = checked_args("moe_decode", &x, ids, &weights, w, act, &out);
@@ -650,7 +657,7 @@ void moe_decode(const Tensor& x, const Tensor& ids, const Tensor& weights,
   if (blocks == 0 || a.d == 0) return;
   launch_pdl(moe_one_launch_kernel, dim3(static_cast<unsigned>(blocks)), kThreads,
              static_cast<size_t>(kSmemBytes + 2 * act_elems), stream, a, sync_words(stream),
-             static_cast<int>(act_elems));
+             static_cast<int>(act_elems), start == MoeDecodeStart::kEarly);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

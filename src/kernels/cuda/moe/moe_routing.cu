@@ -26,8 +26,17 @@ struct RouteParams {
   int num_experts, top_k, n_group, topk_group;
   bool sigmoid, group_limited, noaux, norm_topk_prob;
   float routed_scaling_factor;
-  const float* bias;  // [E] or null
+  const float* bias;   // [E] or null
+  bool trigger_first;  // let the next launch start before waiting for the logits
 };
+
+// The kernels' start: launched early (PDL), they read the logits only after the router's GEMV
+// completes, and let the kernel after them launch before or after that wait.
+__device__ __forceinline__ void route_wait_and_trigger(const RouteParams& p) {
+  if (p.trigger_first) pdl_trigger();
+  pdl_wait();
+  if (!p.trigger_first) pdl_trigger();
+}
 
 __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i) {
   return v > best_v || (v == best_v && i < best_i);
@@ -95,11 +104,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ bool keep_group[kMaxGroups];
   __shared__ int chosen[32];
 
-  // Launched early (PDL): the logits are read after the router's GEMV completes, and the
-  // trigger lets the decode MoE kernel that follows start streaming the shared experts, which
-  // do not depend on the choice.
-  pdl_wait();
-  pdl_trigger();
+  route_wait_and_trigger(p);
   const int E = p.num_experts;
   const T* row = logits + static_cast<int64_t>(blockIdx.x) * E;
   float local_max = -INFINITY;
@@ -176,8 +181,7 @@ __global__ void __launch_bounds__(32 * kWarpTokens)
   __shared__ float sm_choice[kWarpTokens][kWarpExperts];
   __shared__ float sm_group[kWarpTokens][kMaxGroups];
   __shared__ bool sm_keep[kWarpTokens][kMaxGroups];
-  pdl_wait();  // launched early (PDL), as the block kernel
-  pdl_trigger();
+  route_wait_and_trigger(p);
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t tok = int64_t{blockIdx.x} * kWarpTokens + w;
   if (tok >= tokens) return;
@@ -269,7 +273,7 @@ __global__ void __launch_bounds__(32 * kWarpTokens)
 }  // namespace
 
 void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params, Tensor& expert_ids,
-               Tensor& expert_weights, cudaStream_t stream) {
+               Tensor& expert_weights, cudaStream_t stream, bool trigger_first) {
   constexpr const char* kOp = "moe_route";
   check_device_float(router_logits, kOp, "router_logits");
   check_device(expert_ids, DType::kI32, kOp, "expert_ids");
@@ -318,6 +322,7 @@ void moe_route(const Tensor& router_logits, const ops::MoeRoutingParams& params,
   p.bias = noaux && params.correction_bias
                ? static_cast<const float*>(params.correction_bias->raw())
                : nullptr;
+  p.trigger_first = trigger_first;
   const size_t smem = static_cast<size_t>(E) * (2 * sizeof(float) + sizeof(bool));
   auto* ids = static_cast<int32_t*>(expert_ids.raw());
   auto* w = static_cast<float*>(expert_weights.raw());
