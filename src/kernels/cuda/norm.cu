@@ -21,6 +21,11 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
                                 const T* __restrict__ weight, T* out, int hidden, float eps,
                                 int64_t row_stride) {
   __shared__ float scratch[32];
+  const int num_vecs = hidden / VEC;
+  // The weight is never written by an earlier kernel: each thread's first vector of it is
+  // loaded before the wait (after a decode MoE's 138 MB stream it is no longer in L2).
+  Vec<T, VEC> w_first;
+  if (threadIdx.x < num_vecs) w_first = load_vec<T, VEC>(weight + threadIdx.x * VEC);
   // Launched early (PDL): x and residual come from the kernel before. Only then may the decode
   // GEMV that follows launch and start loading its weights (launch_pdl.cuh says why not sooner).
   pdl_wait();
@@ -29,7 +34,6 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
   const T* x_row = x + row_offset;
   T* res_row = kAddResidual ? residual + row_offset : nullptr;
   T* out_row = out + row_offset;
-  const int num_vecs = hidden / VEC;
 
   float sum_sq = 0.0f;
   for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
@@ -54,7 +58,8 @@ __global__ void rms_norm_kernel(const T* x, T* residual,  // out may alias x: no
   const T* src = kAddResidual ? res_row : x_row;
   for (int i = threadIdx.x; i < num_vecs; i += blockDim.x) {
     const Vec<T, VEC> a = load_vec<T, VEC>(src + i * VEC);
-    const Vec<T, VEC> w = load_vec<T, VEC>(weight + i * VEC);
+    const Vec<T, VEC> w =
+        i == static_cast<int>(threadIdx.x) ? w_first : load_vec<T, VEC>(weight + i * VEC);
     Vec<T, VEC> o;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {

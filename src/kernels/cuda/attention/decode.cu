@@ -119,6 +119,42 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const KernelP
 
 // Block (row = sequence x head, dim chunk): out = sum_p e_p acc_p / sum_p e_p l_p with
 // e_p = exp2(m_p - max m).
+// Up to kFewSplits splits, every thread loads all splits' (max, sum) and its dim's partials at
+// once and merges them in registers: one memory latency and no barriers (a decode step at
+// batch 1 has 16 splits, and the merge sits on its critical path).
+constexpr int kFewSplits = 16;
+
+template <typename T>
+__device__ __forceinline__ void combine_few(const KernelParams& p, int64_t row, int d) {
+  const float* ml = p.part_ml + row * p.num_splits * 2;
+  const float* acc = p.part_acc + row * p.num_splits * p.head_dim_v + d;
+  float m_s[kFewSplits], l_s[kFewSplits], a_s[kFewSplits];
+#pragma unroll
+  for (int s = 0; s < kFewSplits; ++s) {
+    if (s < p.num_splits) {
+      m_s[s] = ml[2 * s];
+      l_s[s] = ml[2 * s + 1];
+      a_s[s] = acc[int64_t{s} * p.head_dim_v];
+    }
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int s = 0; s < kFewSplits; ++s)
+    if (s < p.num_splits) m = fmaxf(m, m_s[s]);
+  float l = 0.0f, a = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kFewSplits; ++s) {
+    if (s < p.num_splits) {
+      const float e = m_s[s] == -INFINITY ? 0.0f : exp2f(m_s[s] - m);
+      l += e * l_s[s];  // a NaN sum (bad block id) poisons the row
+      a += e * a_s[s];
+    }
+  }
+  const bool valid = l > 0.0f;  // false for NaN and for no keys at all
+  static_cast<T*>(p.out)[row * p.head_dim_v + d] =
+      from_float<T>(valid ? a / l : __int_as_float(0x7fffffff));
+}
+
 template <typename T>
 __global__ void decode_combine_kernel(const KernelParams p) {
   __shared__ float weights[kMaxSplits];
@@ -126,6 +162,11 @@ __global__ void decode_combine_kernel(const KernelParams p) {
   pdl_wait();  // launched early (PDL): the partials come from before; then the next may launch
   pdl_trigger();
   const int64_t row = blockIdx.x;
+  if (p.num_splits <= kFewSplits) {
+    const int d = blockIdx.y * blockDim.x + threadIdx.x;
+    if (d < p.head_dim_v) combine_few<T>(p, row, d);
+    return;
+  }
   const float* ml = p.part_ml + row * p.num_splits * 2;
   float local_max = -INFINITY;
   for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x)
