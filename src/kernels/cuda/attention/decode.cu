@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const KernelP
 // e_p = exp2(m_p - max m).
 // Up to kFewSplits splits, every thread loads all splits' (max, sum) and its dim's partials at
 // once and merges them in registers: one memory latency and no barriers (a decode step at
-// batch 1 has 16 splits, and the merge sits on its critical path).
-constexpr int kFewSplits = 16;
+// batch 1 has 16-32 splits, and the merge sits on its critical path).
+constexpr int kFewSplits = 32;
 
 template <typename T>
 __device__ __forceinline__ void combine_few(const KernelParams& p, int64_t row, int d) {

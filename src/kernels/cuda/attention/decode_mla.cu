@@ -37,20 +37,21 @@ constexpr int kDqk = kMlaDqk, kDv = kMlaDv;
 constexpr int kStageBytes = kBlockN * kDqk * 2;
 constexpr int kMaxSplits = 256;
 // The fewest keys a split takes, for the longest context `len` (in decode steps, its length
-// bucket: a power of two from 256, step_graphs.h): 2 sqrt(len) rounded to whole key tiles, so
-// about sqrt(len) / 2 splits, balancing the split blocks' work (len / S) against the combine's
-// (S partial rows per head). DeepSeek-V2-Lite at batch 1 (one 16-head block per sequence;
-// BENCHMARKS.md run 8) was fastest at 32 keys in the 256 bucket, 64 in the 1024 one, 64-128 in
-// the 4096 one (128 at batch 4) and 256 in the 16384 one — the rule's 32, 64, 128, 256; the
-// earlier fixed 32 keys cost 1.5 % in the 1024 bucket and 8 % in the 4096 one (in the 16384
-// one, 64 keys ran 20 % slower than 256). Larger batches are held to about four blocks per
-// multiprocessor before this matters. KITE_CUDA_MLA_SPLIT_KEYS=N fixes N (an A/B switch).
+// bucket: a power of two from 256, step_graphs.h): sqrt(len) rounded to whole key tiles (at
+// least one), so about sqrt(len) splits, balancing the split blocks' work (len / S) against
+// the combine's (S partial rows per head). DeepSeek-V2-Lite (one 16-head block per sequence;
+// BENCHMARKS.md run 18) was faster at 32 keys than at 64 in the 1024 bucket (batch 1 and 4),
+// at 64 than 128 in the 4096 one and at 128 than 256 in the 16384 one, by 1-5 %: the decode
+// kernel launched early with its first tile in flight before the wait, and a merge in
+// registers, made short splits cheaper than run 8's rule (2 sqrt(len)) had found them. Larger
+// batches are held to about four blocks per multiprocessor before this matters.
+// KITE_CUDA_MLA_SPLIT_KEYS=N fixes N (an A/B switch).
 int64_t min_keys_per_split(int64_t len) {
   static const bool fixed = std::getenv("KITE_CUDA_MLA_SPLIT_KEYS") != nullptr;
   static const int64_t fixed_keys =
       min_keys_per_split_from_env("KITE_CUDA_MLA_SPLIT_KEYS", kBlockN);
   if (fixed) return fixed_keys;
-  const auto keys = static_cast<int64_t>(2.0 * std::sqrt(static_cast<double>(len)));
+  const auto keys = static_cast<int64_t>(std::sqrt(static_cast<double>(len)));
   return std::max<int64_t>(kBlockN, (keys + kBlockN / 2) / kBlockN * kBlockN);
 }
 
