@@ -119,10 +119,18 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const KernelP
 
 // Block (row = sequence x head, dim chunk): out = sum_p e_p acc_p / sum_p e_p l_p with
 // e_p = exp2(m_p - max m).
-// Up to kFewSplits splits, every thread loads all splits' (max, sum) and its dim's partials at
-// once and merges them in registers: one memory latency and no barriers (a decode step at
-// batch 1 has 16-32 splits, and the merge sits on its critical path).
+// FEW (decode_combine_few: up to kFewSplits splits and kFewRows rows): every thread loads all
+// splits' (max, sum) and its dim's partials at once and merges them in registers — one memory
+// latency and no barriers, for a decode step at small batch (16-32 splits, the merge on its
+// critical path). Its 135 registers a thread would cut the occupancy of a large merge (MLA
+// prefill's thousands of rows: DeepSeek-V2-Lite's 512-token TTFT 18.6 -> 21.3 ms when every
+// merge of at most 32 splits took it), so that keeps the block-wide form (32 registers), its own
+// instantiation.
 constexpr int kFewSplits = 32;
+constexpr int64_t kFewRows = 512;
+bool decode_combine_few(const KernelParams& p) {
+  return p.num_splits <= kFewSplits && int64_t{p.num_seqs} * p.num_heads <= kFewRows;
+}
 
 template <typename T>
 __device__ __forceinline__ void combine_few(const KernelParams& p, int64_t row, int d) {
@@ -155,14 +163,14 @@ __device__ __forceinline__ void combine_few(const KernelParams& p, int64_t row, 
       from_float<T>(valid ? a / l : __int_as_float(0x7fffffff));
 }
 
-template <typename T>
+template <typename T, bool FEW>
 __global__ void decode_combine_kernel(const KernelParams p) {
-  __shared__ float weights[kMaxSplits];
+  __shared__ float weights[FEW ? 1 : kMaxSplits];
   __shared__ float scratch[32];
   pdl_wait();  // launched early (PDL): the partials come from before; then the next may launch
   pdl_trigger();
   const int64_t row = blockIdx.x;
-  if (p.num_splits <= kFewSplits) {
+  if constexpr (FEW) {
     const int d = blockIdx.y * blockDim.x + threadIdx.x;
     if (d < p.head_dim_v) combine_few<T>(p, row, d);
     return;
@@ -217,8 +225,10 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
   decode_split_kernel<T, DQK, DV><<<grid, kWarps * 32, 0, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
   if (p.num_splits > 1) {
-    launch_pdl_if(pdl_for_small_kernels(), decode_combine_kernel<T>, combine_grid(p),
-                  kCombineThreads, 0, stream, p);
+    launch_pdl_if(pdl_for_small_kernels(),
+                  decode_combine_few(p) ? decode_combine_kernel<T, true>
+                                        : decode_combine_kernel<T, false>,
+                  combine_grid(p), kCombineThreads, 0, stream, p);
     KITE_CUDA_CHECK_LAUNCH();
   }
 }
@@ -227,8 +237,10 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
 
 namespace attention {
 void launch_decode_combine(const KernelParams& p, cudaStream_t stream) {
-  launch_pdl_if(pdl_for_small_kernels(), decode_combine_kernel<bf16>, combine_grid(p),
-                kCombineThreads, 0, stream, p);
+  launch_pdl_if(pdl_for_small_kernels(),
+                decode_combine_few(p) ? decode_combine_kernel<bf16, true>
+                                      : decode_combine_kernel<bf16, false>,
+                combine_grid(p), kCombineThreads, 0, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 }  // namespace attention
