@@ -175,6 +175,15 @@ TEST(CudaMoeDecode, InvalidExpertIdPoisonsOnlyItsToken) {
   check_case(c, {2, 3, 1, 0, 7, 0}, rng);
 }
 
+// Random BF16 expert and shared-expert weights of the case's shapes, on the device.
+MoeDecodeWeights random_weights(const Case& c, std::mt19937& rng) {
+  const float wa = 1.0f / std::sqrt(static_cast<float>(c.d));
+  return {upload(random_host({c.experts, 2 * c.inter, c.d}, rng, -wa, wa), DType::kBF16),
+          upload(random_host({c.experts, c.d, c.inter}, rng, -0.03f, 0.03f), DType::kBF16),
+          upload(random_host({2 * c.shared_inter, c.d}, rng, -wa, wa), DType::kBF16),
+          upload(random_host({c.d, c.shared_inter}, rng, -0.02f, 0.02f), DType::kBF16)};
+}
+
 // Twelve launches of the one-launch kernel captured in a CUDA graph (as decode steps run),
 // replayed twice: every replay must equal the two-launch path bit for bit (same sums, same
 // order), and the grid barrier's counters must come back to zero after each launch.
@@ -182,12 +191,7 @@ TEST(CudaMoeDecode, OneLaunchInAGraphEqualsTwoLaunches) {
   auto rng = test_rng();
   const Case c{2, 6, 8, 2048, 1408, 2816};
   Tensor x = random_host({c.tokens, c.d}, rng);
-  const float wa = 1.0f / std::sqrt(static_cast<float>(c.d));
-  const MoeDecodeWeights w{
-      upload(random_host({c.experts, 2 * c.inter, c.d}, rng, -wa, wa), DType::kBF16),
-      upload(random_host({c.experts, c.d, c.inter}, rng, -0.03f, 0.03f), DType::kBF16),
-      upload(random_host({2 * c.shared_inter, c.d}, rng, -wa, wa), DType::kBF16),
-      upload(random_host({c.d, c.shared_inter}, rng, -0.02f, 0.02f), DType::kBF16)};
+  const MoeDecodeWeights w = random_weights(c, rng);
   const Tensor d_x = upload(x, DType::kBF16);
   const Tensor ids =
       to_device(std::span<const int32_t>(distinct_ids(c, rng)), {c.tokens, c.top_k}, test_stream());
@@ -221,12 +225,7 @@ TEST(CudaMoeDecode, OneLaunchInAGraphEqualsTwoLaunches) {
 TEST(CudaMoeDecode, EarlyStartBehindTheRoutingEqualsTwoLaunches) {
   auto rng = test_rng();
   const Case c{3, 6, 8, 2048, 1408, 2816};
-  const float wa = 1.0f / std::sqrt(static_cast<float>(c.d));
-  const MoeDecodeWeights w{
-      upload(random_host({c.experts, 2 * c.inter, c.d}, rng, -wa, wa), DType::kBF16),
-      upload(random_host({c.experts, c.d, c.inter}, rng, -0.03f, 0.03f), DType::kBF16),
-      upload(random_host({2 * c.shared_inter, c.d}, rng, -wa, wa), DType::kBF16),
-      upload(random_host({c.d, c.shared_inter}, rng, -0.02f, 0.02f), DType::kBF16)};
+  const MoeDecodeWeights w = random_weights(c, rng);
   const Tensor d_x = upload(random_host({c.tokens, c.d}, rng), DType::kBF16);
   const Tensor logits = upload(random_host({c.tokens, c.experts}, rng, -4.0f, 4.0f), DType::kF32);
   ops::MoeRoutingParams params;

@@ -300,9 +300,11 @@ TEST(CudaRopeAndCache, HeadProductInTheLaunchEqualsTheRopeThenHeadGemv) {
     const Tensor dnorm = upload(norm_w, DType::kBF16);
     Tensor dcos = upload(cos, DType::kF32), dsin = upload(sin, DType::kF32);
     Tensor dslots = to_device(std::span<const int64_t>(slots), {tokens}, test_stream());
-    auto run = [&](bool fused, Tensor& dk, Tensor& cache, Tensor& q_out) {
+    Tensor q_in = dq;  // rope_and_cache takes q mutable; with q_out it is only read
+    // MLA's step: the latent's norm, q's rope dims into q_out, the latent's into the cache;
+    // with the head product q_out's first `rank` columns too.
+    auto params = [&](Tensor& dk, Tensor& cache, Tensor& q_out, bool head_product) {
       RopeCacheParams p;
-      Tensor q_in = dq;
       p.q = &q_in;
       p.q_rot_offset = nope;
       p.q_out = &q_out;
@@ -318,12 +320,15 @@ TEST(CudaRopeAndCache, HeadProductInTheLaunchEqualsTheRopeThenHeadGemv) {
       p.k_norm_weight = &dnorm;
       p.k_norm_width = rank;
       p.k_norm_eps = 1e-6f;
-      if (fused) {
+      if (head_product) {
         p.head_x = &dq;
         p.head_w = &dw;
         p.head_y = &q_out;
       }
-      rope_and_cache(p, test_stream());
+      return p;
+    };
+    auto run = [&](bool fused, Tensor& dk, Tensor& cache, Tensor& q_out) {
+      rope_and_cache(params(dk, cache, q_out, fused), test_stream());
       if (!fused) head_gemv(dq, 0, dw, q_out, 0, test_stream());
     };
     Tensor k_a = upload(k, DType::kBF16), k_b = upload(k, DType::kBF16);
@@ -342,22 +347,7 @@ TEST(CudaRopeAndCache, HeadProductInTheLaunchEqualsTheRopeThenHeadGemv) {
     EXPECT_EQ(rel_error(download(cache_a), download(cache_b)), 0.0);
 
     // Refused: the product's output over q_out's rotated columns, or over the latent it reads.
-    RopeCacheParams bad;
-    Tensor q_in = dq;
-    bad.q = &q_in;
-    bad.q_rot_offset = nope;
-    bad.q_out = &out_a;
-    bad.q_out_offset = rank;
-    bad.k = &k_a;
-    bad.k_rot_offset = rank;
-    bad.k_cache = &cache_a;
-    bad.rot_dim = rot;
-    bad.cos = &dcos;
-    bad.sin = &dsin;
-    bad.slot_mapping = &dslots;
-    bad.head_x = &dq;
-    bad.head_w = &dw;
-    bad.head_y = &out_a;
+    RopeCacheParams bad = params(k_a, cache_a, out_a, true);
     bad.head_y_off = rot;  // columns [64, 576): into the rotated ones
     EXPECT_THROW(rope_and_cache(bad, test_stream()), std::invalid_argument);
     bad.head_y_off = 0;
