@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/attention/paged_attention.h"
 #include "kernels/cuda/backend/op_timer.h"
+#include "kernels/cuda/backend/pinned_memory.h"
 #include "kernels/cuda/backend/row_ops.h"
 #include "kernels/cuda/backend/scratch_arena.h"
 #include "kernels/cuda/backend/step_graphs.h"
@@ -35,39 +36,6 @@ uint64_t name_hash(const std::string& s) {  // FNV-1a: dummy weights' per-tensor
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
-
-// One pinned host allocation, freed with its last owner.
-struct PinnedBlock {
-  explicit PinnedBlock(size_t bytes) : size(bytes) {
-    KITE_CUDA_CHECK(cudaMallocHost(&data, bytes));
-  }
-  ~PinnedBlock() { cudaFreeHost(data); }
-  PinnedBlock(const PinnedBlock&) = delete;
-  PinnedBlock& operator=(const PinnedBlock&) = delete;
-  void* data = nullptr;
-  size_t size = 0;
-};
-
-// Pinned host memory for the per-step metadata upload, grown on demand.
-class PinnedBuffer {
- public:
-  ~PinnedBuffer() {
-    if (data_) cudaFreeHost(data_);
-  }
-  char* reserve(size_t bytes) {
-    if (bytes > size_) {
-      if (data_) KITE_CUDA_CHECK(cudaFreeHost(data_));
-      data_ = nullptr;
-      KITE_CUDA_CHECK(cudaMallocHost(&data_, bytes));
-      size_ = bytes;
-    }
-    return static_cast<char*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // Brackets one op with OpTimer events when KITE_CUDA_OP_TIMES is set; otherwise free.
 class TimedOp {
