@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm/gemv_out.cuh"
 #include "kernels/cuda/gemm/head_gemv.cuh"
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/launch_pdl.cuh"
@@ -229,26 +230,15 @@ void launch(RopeLaunch<T>& args, int64_t tokens, cudaStream_t stream) {
     launch_pdl_if(pdl_for_small_kernels(), kernel, grid, kThreads, 0, stream, args);
   };
   if constexpr (std::is_same_v<T, bf16>) {
-    switch (args.head_blocks > 0 ? args.head.rows : 0) {
-      case 0:
-        run(rope_cache_kernel<T, 0>);
-        break;
-      case 1:
-        run(rope_cache_kernel<T, 1>);
-        break;
-      case 2:
-        run(rope_cache_kernel<T, 2>);
-        break;
-      case 3:
-        run(rope_cache_kernel<T, 3>);
-        break;
-      default:
-        run(rope_cache_kernel<T, 4>);
-        break;
+    if (args.head_blocks > 0) {
+      with_rows<kHeadGemvMaxRows>(args.head.rows, [&](auto rows) {
+        run(rope_cache_kernel<T, decltype(rows)::value>);
+      });
+      KITE_CUDA_CHECK_LAUNCH();
+      return;
     }
-  } else {
-    run(rope_cache_kernel<T, 0>);  // the head product is BF16 only
   }
+  run(rope_cache_kernel<T, 0>);  // no head product (it is BF16 only)
   KITE_CUDA_CHECK_LAUNCH();
 }
 

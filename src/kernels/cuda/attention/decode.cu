@@ -208,6 +208,16 @@ dim3 combine_grid(const KernelParams& p) {
               static_cast<unsigned>((p.head_dim_v + kCombineThreads - 1) / kCombineThreads));
 }
 
+// The merge launch, in registers where decode_combine_few takes it.
+template <typename T>
+void launch_combine(const KernelParams& p, cudaStream_t stream) {
+  launch_pdl_if(pdl_for_small_kernels(),
+                decode_combine_few(p) ? decode_combine_kernel<T, true>
+                                      : decode_combine_kernel<T, false>,
+                combine_grid(p), kCombineThreads, 0, stream, p);
+  KITE_CUDA_CHECK_LAUNCH();
+}
+
 // Splits so that the grid has about four blocks per multiprocessor, each with at least
 // kMinKeysPerSplit keys of the longest sequence.
 int choose_splits(const PagedAttentionArgs& args, int64_t rows) {
@@ -225,11 +235,7 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
   decode_split_kernel<T, DQK, DV><<<grid, kWarps * 32, 0, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
   if (p.num_splits > 1) {
-    launch_pdl_if(pdl_for_small_kernels(),
-                  decode_combine_few(p) ? decode_combine_kernel<T, true>
-                                        : decode_combine_kernel<T, false>,
-                  combine_grid(p), kCombineThreads, 0, stream, p);
-    KITE_CUDA_CHECK_LAUNCH();
+    launch_combine<T>(p, stream);
   }
 }
 
@@ -237,11 +243,7 @@ void run_decode(const KernelParams& p, cudaStream_t stream) {
 
 namespace attention {
 void launch_decode_combine(const KernelParams& p, cudaStream_t stream) {
-  launch_pdl_if(pdl_for_small_kernels(),
-                decode_combine_few(p) ? decode_combine_kernel<bf16, true>
-                                      : decode_combine_kernel<bf16, false>,
-                combine_grid(p), kCombineThreads, 0, stream, p);
-  KITE_CUDA_CHECK_LAUNCH();
+  launch_combine<bf16>(p, stream);
 }
 }  // namespace attention
 

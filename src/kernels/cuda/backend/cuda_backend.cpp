@@ -597,7 +597,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
   std::shared_ptr<PinnedBlock> host_out_;
-  std::unique_ptr<PinnedBlock> host_ids_;  // sample()'s read-back of ids and row checks
+  PinnedBuffer host_ids_;  // sample()'s read-back of ids and row checks
   std::map<const void*, Tensor> vectors_;
   SamplingWorkspace sampling_ws_;
   float k_scale_ = 1.0f, v_scale_ = 1.0f;  // FP8 KV scales of the layer about to run
@@ -669,12 +669,11 @@ std::optional<std::vector<int32_t>> CudaBackend::sample(const Tensor& step_logit
   }
   // One copy into pinned memory and one wait (two pageable copies, each with its own wait,
   // were what followed every decode step's argmax before).
-  if (!host_ids_ || host_ids_->size < flags.size_bytes())
-    host_ids_ = std::make_unique<PinnedBlock>(flags.size_bytes());
-  KITE_CUDA_CHECK(cudaMemcpyAsync(host_ids_->data, flags.raw(), flags.size_bytes(),
-                                  cudaMemcpyDeviceToHost, stream_));
+  char* staged = host_ids_.reserve(flags.size_bytes());
+  KITE_CUDA_CHECK(
+      cudaMemcpyAsync(staged, flags.raw(), flags.size_bytes(), cudaMemcpyDeviceToHost, stream_));
   stream_.synchronize();
-  const auto* host = static_cast<const int32_t*>(host_ids_->data);
+  const auto* host = reinterpret_cast<const int32_t*>(staged);
   std::vector<int32_t> out(host, host + r);
   for (int64_t i = 0; i < r; ++i)
     if (!host[r + i]) out[i] = -1;

@@ -22,7 +22,7 @@ struct PinnedBlock {
   size_t size = 0;
 };
 
-// Pinned host memory for the per-step metadata upload, grown on demand.
+// Pinned host memory grown on demand (the per-step metadata upload, the sampled ids).
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;

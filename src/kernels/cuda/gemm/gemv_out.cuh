@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemv.h"
@@ -32,32 +34,18 @@ __device__ __forceinline__ void write_feature(const OutSegments<TOut>& out, cons
   for (int m = 0; m < M; ++m) y[m * width + col] = from_float<TOut>(acc[m] + b);
 }
 
-// Calls f(std::integral_constant<int, M>{}) for the run-time row count m in [1, kGemvMaxRows]:
-// the one place the GEMV launchers turn M into a template argument.
-template <typename F>
+// Calls f(std::integral_constant<int, M>{}) for the run-time row count m in [1, MAX_M]: the one
+// place the decode GEMV launchers (the dense, per-head and rope-side ones) turn M into a
+// template argument.
+template <int MAX_M = kGemvMaxRows, typename F>
 void with_rows(int64_t m, F&& f) {
-  switch (m) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 5:
-      return f(std::integral_constant<int, 5>{});
-    case 6:
-      return f(std::integral_constant<int, 6>{});
-    case 7:
-      return f(std::integral_constant<int, 7>{});
-    case 8:
-      return f(std::integral_constant<int, 8>{});
-    default:
-      throw std::invalid_argument("gemv: M must be in [1, 8]");
-  }
+  bool called = false;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((m == I + 1 ? (f(std::integral_constant<int, I + 1>{}), called = true) : false), ...);
+  }(std::make_integer_sequence<int, MAX_M>{});
+  if (!called)
+    throw std::invalid_argument("gemv: M must be in [1, " + std::to_string(MAX_M) + "]");
 }
-static_assert(kGemvMaxRows == 8, "with_rows covers M up to kGemvMaxRows");
 
 // The bulk-copy kernel (gemv_bulk.cu); `gated`: W = [gate; up] and out.y[0] [M, n / 2] gets
 // silu(gate) * up (no bias).

@@ -8,6 +8,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm/gemv_out.cuh"
 #include "kernels/cuda/gemm/head_gemv.cuh"
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/launch_pdl.cuh"
@@ -58,20 +59,9 @@ void head_gemv(const Tensor& x, int64_t x_off, const Tensor& w, Tensor& y, int64
   const HeadGemvArgs a = head_gemv_args(x, x_off, w, y, y_off);
   const dim3 grid(static_cast<unsigned>(head_gemv_blocks_per_head(a)),
                   static_cast<unsigned>(a.heads));
-  switch (a.rows) {
-    case 1:
-      launch_pdl(head_gemv_kernel<1>, grid, kHeadGemvWarps * 32, 0, stream, a);
-      break;
-    case 2:
-      launch_pdl(head_gemv_kernel<2>, grid, kHeadGemvWarps * 32, 0, stream, a);
-      break;
-    case 3:
-      launch_pdl(head_gemv_kernel<3>, grid, kHeadGemvWarps * 32, 0, stream, a);
-      break;
-    default:
-      launch_pdl(head_gemv_kernel<4>, grid, kHeadGemvWarps * 32, 0, stream, a);
-      break;
-  }
+  with_rows<kHeadGemvMaxRows>(a.rows, [&](auto rows) {
+    launch_pdl(head_gemv_kernel<decltype(rows)::value>, grid, kHeadGemvWarps * 32, 0, stream, a);
+  });
   KITE_CUDA_CHECK_LAUNCH();
 }
 
