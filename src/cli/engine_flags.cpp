@@ -53,8 +53,7 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
   cmd->add_option("--gpu-memory-utilization", c->gpu_memory_utilization,
                   "Share of GPU memory for weights + activations + KV cache (default 0.9)")
       ->check(CLI::Range(0.05, 1.0));
-  add_quantization_flags(cmd, &c->quantization, &c->kv_cache_dtype, &c->calibration_text,
-                         &c->smoothquant_alpha);
+  add_quantization_flags(cmd, &c->quant);
   cmd->add_flag_callback(
       "--no-enable-prefix-caching", [c] { c->enable_prefix_caching = false; },
       "Disable automatic prefix caching");
@@ -64,33 +63,41 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
                 "Sample on the host even when the backend can sample on the device");
 }
 
-void add_quantization_flags(CLI::App* cmd, QuantMethod* method, KvCacheDtype* kv_dtype,
-                            std::string* calibration_text, double* alpha) {
+void add_quantization_flags(CLI::App* cmd, QuantOptions* quant) {
   cmd->add_option_function<std::string>(
          "--quantization",
-         [method](const std::string& name) {
+         [quant](const std::string& name) {
            auto m = parse_quant_method(name);
            if (!m.ok()) throw CLI::ValidationError("--quantization", m.status().message());
-           *method = *m;
+           quant->method = *m;
          },
          "none|fp8|int8|int4|awq: quantize the weights on load (int8, awq need "
          "--calibration-text)")
       ->check(CLI::IsMember({"none", "fp8", "int8", "int4", "awq"}));
   cmd->add_option_function<std::string>(
          "--kv-cache-dtype",
-         [kv_dtype](const std::string& name) {
+         [quant](const std::string& name) {
            auto d = parse_kv_cache_dtype(name);
            if (!d.ok()) throw CLI::ValidationError("--kv-cache-dtype", d.status().message());
-           *kv_dtype = *d;
+           quant->kv_cache_dtype = *d;
          },
          "auto|fp8: store the KV cache in FP8 E4M3 (per-layer scales from --calibration-text, "
          "else 1.0)")
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
-  cmd->add_option("--calibration-text", *calibration_text,
+  add_calibration_flags(cmd, quant);
+}
+
+void add_calibration_flags(CLI::App* cmd, QuantOptions* quant) {
+  cmd->add_option("--calibration-text", quant->calibration_text,
                   "Text file for int8 (SmoothQuant) / awq calibration (first 4096 tokens)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--smoothquant-alpha", *alpha, "SmoothQuant migration strength (default 0.5)")
+  cmd->add_option("--smoothquant-alpha", quant->smoothquant_alpha,
+                  "SmoothQuant migration strength (default 0.5)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--calibration-seed", quant->calibration_seed,
+                  "Seed of the calibration's row sampling (which input rows AWQ searches on)");
+  cmd->add_flag("--quantize-lm-head", quant->quantize_lm_head,
+                "Quantize lm_head too (plain per-channel FP8 / INT8 or INT4 group RTN)");
 }
 
 void resolve_model_dir(EngineConfig* c) {

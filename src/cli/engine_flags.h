@@ -17,10 +17,12 @@ std::string default_model_dir();
 // --no-enable-prefix-caching to `cmd`, writing into
 // `config`.
 void add_engine_flags(CLI::App* cmd, EngineConfig* config);
-// Adds --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha (also used by
-// `kite eval` and `kite quantize`, which have no engine).
-void add_quantization_flags(CLI::App* cmd, QuantMethod* method, KvCacheDtype* kv_dtype,
-                            std::string* calibration_text, double* alpha);
+// Adds --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha,
+// --calibration-seed and --quantize-lm-head (also used by `kite eval`, which has no engine).
+void add_quantization_flags(CLI::App* cmd, QuantOptions* quant);
+// The calibration flags alone (--calibration-text, --smoothquant-alpha, --calibration-seed,
+// --quantize-lm-head): `kite quantize` names its method --method.
+void add_calibration_flags(CLI::App* cmd, QuantOptions* quant);
 // Fills config->model_dir with the default when it is empty.
 void resolve_model_dir(EngineConfig* config);
 

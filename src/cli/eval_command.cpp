@@ -24,8 +24,7 @@ void add_eval_command(CLI::App& app, CommandRunner* run) {
       ->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--chunk", o->chunk, "Tokens per forward step (default 256)")
       ->check(CLI::Range(1, 1 << 20));
-  add_quantization_flags(cmd, &o->load.quantization, &o->load.kv_cache_dtype,
-                         &o->load.calibration_text, &o->load.smoothquant_alpha);
+  add_quantization_flags(cmd, &o->load.quant);
   cmd->callback([run, o] {
     *run = [o]() -> Status {
       if (o->model_dir.empty()) o->model_dir = default_model_dir();
@@ -38,8 +37,10 @@ void add_eval_command(CLI::App& app, CommandRunner* run) {
           {"perplexity_increase_percent", 100.0 * (r.perplexity / r.reference_perplexity - 1.0)},
           {"tokens", r.tokens},
           {"windows", r.windows},
-          {"quantization", std::string(quant_method_name(o->load.quantization))},
-          {"kv_cache_dtype", std::string(kv_cache_dtype_name(o->load.kv_cache_dtype))},
+          {"quantization", std::string(quant_method_name(o->load.quant.method))},
+          {"kv_cache_dtype", std::string(kv_cache_dtype_name(o->load.quant.kv_cache_dtype))},
+          {"quantize_lm_head", o->load.quant.quantize_lm_head},
+          {"calibration_seed", o->load.quant.calibration_seed},
           {"seconds", r.seconds}};
       std::printf("%s\n", j.dump().c_str());
       return ok_status();

@@ -22,16 +22,12 @@ void add_quantize_command(CLI::App& app, CommandRunner* run) {
          [f](const std::string& name) {
            auto m = parse_quant_method(name);
            if (!m.ok()) throw CLI::ValidationError("--method", m.status().message());
-           f->load.quantization = *m;
+           f->load.quant.method = *m;
          },
          "fp8|int8|int4|awq")
       ->required()
       ->check(CLI::IsMember({"fp8", "int8", "int4", "awq"}));
-  cmd->add_option("--calibration-text", f->load.calibration_text,
-                  "Text file for int8 / awq calibration")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--smoothquant-alpha", f->load.smoothquant_alpha, "SmoothQuant alpha (0.5)")
-      ->check(CLI::Range(0.0, 1.0));
+  add_calibration_flags(cmd, &f->load.quant);
   cmd->callback([run, f] {
     *run = [f]() -> Status {
       if (f->model_dir.empty()) f->model_dir = default_model_dir();

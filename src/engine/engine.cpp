@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include "engine/kv_budget.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "engine/kv_budget.h"
 #include "quant/calibration.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/byte_level.h"
@@ -81,7 +80,7 @@ Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
 KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
   KvCacheSpec spec = model.kv_cache_spec();
   spec.dtype = model.backend().compute_dtype();  // F32 on the CPU, BF16 on CUDA
-  if (config.kv_cache_dtype == KvCacheDtype::kFp8) spec.dtype = DType::kF8E4M3;
+  if (config.quant.kv_cache_dtype == KvCacheDtype::kFp8) spec.dtype = DType::kF8E4M3;
   spec.k_scales = config.kv_cache_k_scales;
   spec.v_scales = config.kv_cache_v_scales;
   return spec;
@@ -109,10 +108,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   LoadOptions load;
   load.load_format = config.load_format;
   load.device = device;
-  load.quantization = config.quantization;
-  load.kv_cache_dtype = config.kv_cache_dtype;
-  load.calibration_text = config.calibration_text;
-  load.smoothquant_alpha = config.smoothquant_alpha;
+  load.quant = config.quant;
   KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(config.model_dir, load));
   const KvCacheSpec spec = engine_kv_spec(*model, config);
   // Refused here, before any request, rather than at the first attention call.
@@ -151,7 +147,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                config.block_size, num_blocks * config.block_size,
                num_blocks * config.block_size * spec.bytes_per_token() / 1048576.0);
   EngineConfig engine_config = config;
-  if (config.kv_cache_dtype == KvCacheDtype::kFp8 && !config.calibration_text.empty()) {
+  if (config.quant.kv_cache_dtype == KvCacheDtype::kFp8 && !config.quant.calibration_text.empty()) {
     KITE_ASSIGN_OR_RETURN(KvScales scales, calibrate_kv_scales(config.model_dir, load));
     engine_config.kv_cache_k_scales = scales.k;
     engine_config.kv_cache_v_scales = scales.v;
@@ -393,8 +389,10 @@ void Engine::step() {
           const size_t i = row_of[r];
           if (ids[r] < 0) {
             failed.push_back(plan.scheduled[i].request_id);
-            spdlog::error("request {}: the model produced invalid logits (NaN, +inf or all "
-                          "-inf)", plan.scheduled[i].request_id);
+            spdlog::error(
+                "request {}: the model produced invalid logits (NaN, +inf or all "
+                "-inf)",
+                plan.scheduled[i].request_id);
             continue;
           }
           sampled[i] = ids[r];

@@ -33,11 +33,8 @@ struct EngineConfig {
   // --host-sampling: copy logits to the host and sample there even when the backend samples
   // on the device (requests with logprobs always sample on the host).
   bool host_sampling = false;
-  // --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha (quant/).
-  QuantMethod quantization = QuantMethod::kNone;
-  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  std::string calibration_text;
-  double smoothquant_alpha = 0.5;
+  // --quantization, --kv-cache-dtype, --calibration-text, ... (quant/quant_method.h).
+  QuantOptions quant;
   // FP8 KV scales per layer, k then v (filled by Engine::create from --calibration-text).
   std::vector<float> kv_cache_k_scales, kv_cache_v_scales;
 };

@@ -20,12 +20,9 @@ enum class LoadFormat { kAuto, kDummy };
 
 struct LoadOptions {
   LoadFormat load_format = LoadFormat::kAuto;
-  uint64_t dummy_seed = 0;  // kDummy: same seed + same config -> bit-identical weights
+  uint64_t dummy_seed = 0;       // kDummy: same seed + same config -> bit-identical weights
   Device device = Device::kCpu;  // the backend the model runs on (kernels/backend.h)
-  QuantMethod quantization = QuantMethod::kNone;      // --quantization
-  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // --kv-cache-dtype (read by the engine)
-  std::string calibration_text;                       // --calibration-text (int8, awq)
-  double smoothquant_alpha = 0.5;                     // --smoothquant-alpha
+  QuantOptions quant;            // --quantization and its companions
   // Filled by calibration (quant/calibration.h) for int8 / awq; load_model builds the rest.
   std::shared_ptr<const QuantPlan> plan;
 };

@@ -24,15 +24,15 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       dummy ? Result<WeightStore>(WeightStore::dummy(config, options.dummy_seed))
             : WeightStore::open(model_dir, WeightStoreOptions::from_config(config));
   if (!weights.ok()) return weights.status();
-  if (!dummy || options.quantization != QuantMethod::kNone) {
+  if (!dummy || options.quant.method != QuantMethod::kNone || options.quant.quantize_lm_head) {
     std::shared_ptr<const QuantPlan> plan = options.plan;
     if (!plan) {
       // Dummy weights are meaningless: int8 / awq take the base plan, without calibration.
-      if (needs_calibration(options.quantization) && !dummy)
+      if (needs_calibration(options.quant.method) && !dummy)
         return invalid_argument("--quantization " +
-                                std::string(quant_method_name(options.quantization)) +
+                                std::string(quant_method_name(options.quant.method)) +
                                 " needs calibration: load through load_quantized_model");
-      KITE_ASSIGN_OR_RETURN(plan, make_base_plan(model_dir, config, options.quantization));
+      KITE_ASSIGN_OR_RETURN(plan, make_base_plan(model_dir, config, options.quant));
     }
     weights->set_quant_plan(std::move(plan));
   }
@@ -49,10 +49,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       break;
   }
   if (!model.ok()) return model.status().with_context("loading " + model_dir);
-  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{} on {}",
-               config.model_type_name, config.num_hidden_layers, config.hidden_size,
-               config.vocab_size, model_dir, dummy ? " with dummy (random) weights" : "",
-               backend->name());
+  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{} on {}", config.model_type_name,
+               config.num_hidden_layers, config.hidden_size, config.vocab_size, model_dir,
+               dummy ? " with dummy (random) weights" : "", backend->name());
   return model;
 }
 

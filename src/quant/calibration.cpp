@@ -18,6 +18,7 @@ namespace {
 
 class CalibrationRecorder final : public ActivationRecorder {
  public:
+  explicit CalibrationRecorder(uint64_t seed) : rng_(seed) {}
   void on_load(const std::string& key, const Tensor& weight, const void* id) override {
     LinearActivations& a = by_id_[id];
     a.parts.push_back({key, weight});
@@ -53,7 +54,7 @@ class CalibrationRecorder final : public ActivationRecorder {
 
  private:
   std::map<const void*, LinearActivations> by_id_;
-  std::mt19937_64 rng_{20261129};
+  std::mt19937_64 rng_;
 };
 
 // Installs a recorder for one scope (calibration runs on the calling thread only).
@@ -83,17 +84,18 @@ Status attach_output_norms(const std::string& model_dir, std::vector<LinearActiv
 Result<std::vector<LinearActivations>> record_activations(
     const std::string& model_dir, const LoadOptions& options,
     std::shared_ptr<const QuantPlan> partial = nullptr) {
-  if (options.calibration_text.empty())
+  if (options.quant.calibration_text.empty())
     return invalid_argument(
-        "--quantization " + std::string(quant_method_name(options.quantization)) +
+        "--quantization " + std::string(quant_method_name(options.quant.method)) +
         " needs --calibration-text FILE (a text other than the one you evaluate on)");
-  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.calibration_text));
+  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.quant.calibration_text));
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
   std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
   if (static_cast<int64_t>(ids.size()) > kCalibrationTokens) ids.resize(kCalibrationTokens);
   if (ids.size() < 16)
-    return invalid_argument("calibration text '" + options.calibration_text + "' is too short");
-  CalibrationRecorder recorder;
+    return invalid_argument("calibration text '" + options.quant.calibration_text +
+                            "' is too short");
+  CalibrationRecorder recorder(options.quant.calibration_seed);
   {
     RecorderScope scope(&recorder);
     LoadOptions plain;
@@ -108,7 +110,7 @@ Result<std::vector<LinearActivations>> record_activations(
                    LogitsMode::kNone);
     }
   }
-  spdlog::info("calibration: {} tokens of {}", ids.size(), options.calibration_text);
+  spdlog::info("calibration: {} tokens of {}", ids.size(), options.quant.calibration_text);
   std::vector<LinearActivations> out;
   for (auto& [id, a] : recorder.linears()) out.push_back(std::move(a));
   if (options.load_format != LoadFormat::kDummy) {
@@ -150,25 +152,25 @@ Result<std::shared_ptr<const QuantPlan>> build_quant_plan(const std::string& mod
                                                           const LoadOptions& options) {
   KITE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
   KITE_ASSIGN_OR_RETURN(std::shared_ptr<QuantPlan> plan,
-                        make_base_plan(model_dir, config, options.quantization));
-  if (!needs_calibration(options.quantization)) return std::shared_ptr<const QuantPlan>(plan);
-  if (options.quantization == QuantMethod::kAwq && options.load_format != LoadFormat::kDummy) {
+                        make_base_plan(model_dir, config, options.quant));
+  if (!needs_calibration(options.quant.method)) return std::shared_ptr<const QuantPlan>(plan);
+  if (options.quant.method == QuantMethod::kAwq && options.load_format != LoadFormat::kDummy) {
     KITE_RETURN_IF_ERROR(awq_plan_sequential(model_dir, options, config.num_hidden_layers, *plan));
     return std::shared_ptr<const QuantPlan>(plan);
   }
   KITE_ASSIGN_OR_RETURN(std::vector<LinearActivations> acts,
                         record_activations(model_dir, options));
-  if (options.quantization == QuantMethod::kInt8)
-    smoothquant_plan(acts, options.smoothquant_alpha, *plan);
+  if (options.quant.method == QuantMethod::kInt8)
+    smoothquant_plan(acts, options.quant.smoothquant_alpha, *plan);
   else
     awq_plan(acts, *plan);
   return std::shared_ptr<const QuantPlan>(plan);
 }
 
 Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOptions& options) {
-  if (options.calibration_text.empty())
+  if (options.quant.calibration_text.empty())
     return invalid_argument("FP8 KV scale calibration needs --calibration-text FILE");
-  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.calibration_text));
+  KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.quant.calibration_text));
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
   std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
   if (ids.size() > 2048) ids.resize(2048);

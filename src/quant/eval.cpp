@@ -74,9 +74,9 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   int64_t window = std::min(o.window, usable);
   if (max_len > 0) window = std::min(window, max_len);
   if (window < 1) return invalid_argument("--window must be positive");
-  const DType kv = o.load.kv_cache_dtype == KvCacheDtype::kFp8 ? DType::kF8E4M3 : DType::kF32;
+  const DType kv = o.load.quant.kv_cache_dtype == KvCacheDtype::kFp8 ? DType::kF8E4M3 : DType::kF32;
   KvScales kv_scales;  // empty: 1.0 per layer
-  if (kv == DType::kF8E4M3 && !o.load.calibration_text.empty()) {
+  if (kv == DType::kF8E4M3 && !o.load.quant.calibration_text.empty()) {
     KITE_ASSIGN_OR_RETURN(kv_scales, calibrate_kv_scales(o.model_dir, o.load));
   }
 

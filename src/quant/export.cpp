@@ -67,16 +67,20 @@ Status add_quantized(SafetensorsWriter& w, const std::string& key, const Quantiz
 }
 
 nlohmann::ordered_json quantization_config(const QuantPlan& plan) {
+  nlohmann::ordered_json not_converted = {"mlp.gate", "kv_b_proj"};
+  if (!plan.quantize_lm_head) not_converted.push_back("lm_head");
   if (plan.method == QuantMethod::kInt4 || plan.method == QuantMethod::kAwq)
     return {{"quant_method", "awq"},
             {"bits", 4},
             {"group_size", plan.group_size},
             {"zero_point", true},
             {"version", "gemm"},
-            {"modules_to_not_convert", {"mlp.gate", "kv_b_proj", "lm_head"}},
+            {"modules_to_not_convert", not_converted},
             {"kite_method", std::string(quant_method_name(plan.method))}};
   const bool fp8 = plan.method == QuantMethod::kFp8;
   const std::string type = fp8 ? "float" : "int";
+  nlohmann::ordered_json ignore = {"re:.*mlp.gate$", "re:.*kv_b_proj$"};
+  if (!plan.quantize_lm_head) ignore.insert(ignore.begin(), "lm_head");
   nlohmann::ordered_json group = {{"targets", {"Linear"}},
                                   {"weights",
                                    {{"num_bits", 8},
@@ -93,7 +97,7 @@ nlohmann::ordered_json quantization_config(const QuantPlan& plan) {
   return {{"quant_method", "compressed-tensors"},
           {"format", fp8 ? "float-quantized" : "int-quantized"},
           {"config_groups", {{"group_0", group}}},
-          {"ignore", {"lm_head", "re:.*mlp.gate$", "re:.*kv_b_proj$"}},
+          {"ignore", ignore},
           {"kite_method", std::string(quant_method_name(plan.method))}};
 }
 
@@ -121,6 +125,10 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
   if (config.fp8_block_quantized)
     return unsupported(model_dir + " is an FP8 block checkpoint; serve it with --quantization fp8");
   KITE_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open(model_dir));
+  if (plan.quantize_lm_head && !store.contains("lm_head.weight"))
+    return unsupported(model_dir +
+                       " ties lm_head to the embedding; a quantized checkpoint cannot store it "
+                       "apart (use --quantize-lm-head when serving instead)");
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return invalid_argument("cannot create '" + out_dir + "': " + ec.message());
@@ -130,7 +138,7 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
     KITE_ASSIGN_OR_RETURN(TensorInfo info, store.info(name));
     const bool is_weight = name.size() > 7 && name.ends_with(".weight") && info.shape.size() == 2;
     const std::string key = is_weight ? name.substr(0, name.size() - 7) : name;
-    if (is_weight && (QuantPlan::is_quantizable(key) || plan.smoothing.count(key))) {
+    if (is_weight && (plan.quantizes(key) || plan.smoothing.count(key))) {
       KITE_ASSIGN_OR_RETURN(Tensor w, store.get_f32(name, info.shape));
       KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> q, plan_linear(plan, key, w));
       if (q) {

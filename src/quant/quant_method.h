@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "core/status.h"
@@ -24,5 +25,23 @@ inline bool needs_calibration(QuantMethod m) {
 enum class KvCacheDtype : uint8_t { kAuto, kFp8 };
 Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
 std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
+
+// The calibration recorder's default sampling seed (which input rows per linear AWQ searches
+// on); --calibration-seed changes it, to measure how much a result depends on the sample.
+inline constexpr uint64_t kDefaultCalibrationSeed = 20261129;
+
+// Every quantization choice a command line makes, as one value the CLI, the engine config and
+// the loader pass along.
+struct QuantOptions {
+  QuantMethod method = QuantMethod::kNone;              // --quantization
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;    // --kv-cache-dtype (read by the engine)
+  std::string calibration_text;                         // --calibration-text (int8, awq, fp8 KV)
+  double smoothquant_alpha = 0.5;                       // --smoothquant-alpha
+  uint64_t calibration_seed = kDefaultCalibrationSeed;  // --calibration-seed
+  // --quantize-lm-head: lm_head too, with the method's plain form (FP8 / INT8 per channel,
+  // INT4 group round-to-nearest; no smoothing). Off by default, as in vLLM: the output
+  // projection's errors land on every logit.
+  bool quantize_lm_head = false;
+};
 
 }  // namespace kite

@@ -67,7 +67,7 @@ Result<std::optional<QuantizedWeight>> plan_linear(const QuantPlan& plan, const 
     for (int64_t r = 0; r < n; ++r)
       for (int64_t i = 0; i < k; ++i) w[r * k + i] *= smooth->s[i];
   }
-  if (plan.method == QuantMethod::kNone || !QuantPlan::is_quantizable(key) ||
+  if (plan.method == QuantMethod::kNone || !plan.quantizes(key) ||
       (QuantPlan::layer_of(key) >= plan.quantize_layers_below && !plan.int4_clip.count(key)))
     return std::optional<QuantizedWeight>();
   QuantizedWeight q;
@@ -162,9 +162,14 @@ Result<CheckpointQuantConfig> parse_checkpoint_quant(const std::string& text,
 namespace kite {
 
 Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
-                                                  const ModelConfig& config, QuantMethod method) {
+                                                  const ModelConfig& config,
+                                                  const QuantOptions& quant) {
+  const QuantMethod method = quant.method;
+  if (quant.quantize_lm_head && method == QuantMethod::kNone)
+    return invalid_argument("--quantize-lm-head needs --quantization (fp8, int8, int4 or awq)");
   auto plan = std::make_shared<QuantPlan>();
   plan->method = method;
+  plan->quantize_lm_head = quant.quantize_lm_head;
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);
   if (in) {

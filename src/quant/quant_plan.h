@@ -67,9 +67,16 @@ struct QuantPlan {
   // earlier linears are already quantized): linears of decoder layers >= this stay fp32 unless
   // the plan already holds their clipping bounds (searched).
   int64_t quantize_layers_below = INT64_MAX;
+  // --quantize-lm-head: lm_head is quantized too, with the method's plain form (no smoothing,
+  // no clipping search; for a tied model, the quantized copy beside the embedding).
+  bool quantize_lm_head = false;
 
   // True for the linears on-load quantization applies to (see the file comment).
   static bool is_quantizable(std::string_view key);
+  // is_quantizable, or lm_head where the plan quantizes it.
+  bool quantizes(std::string_view key) const {
+    return is_quantizable(key) || (quantize_lm_head && key == "lm_head");
+  }
   // The norm weight whose output is this linear's input, or nullopt (o_proj, down_proj).
   static std::optional<std::string> input_norm_of(std::string_view key);
   // The decoder layer index of a "model.layers.N." key, or -1.
@@ -92,10 +99,11 @@ namespace kite {
 
 struct ModelConfig;
 
-// The plan for loading `model_dir` with --quantization `method`, before calibration: reads the
-// checkpoint's quantization_config, keeps FP8 block weights FP8 for method fp8, and refuses to
-// quantize an already quantized (AWQ / GPTQ / kite) checkpoint again.
+// The plan for loading `model_dir` with `quant` (--quantization and --quantize-lm-head), before
+// calibration: reads the checkpoint's quantization_config, keeps FP8 block weights FP8 for
+// method fp8, and refuses to quantize an already quantized (AWQ / GPTQ / kite) checkpoint again.
 Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
-                                                  const ModelConfig& config, QuantMethod method);
+                                                  const ModelConfig& config,
+                                                  const QuantOptions& quant);
 
 }  // namespace kite

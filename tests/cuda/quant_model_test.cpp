@@ -33,16 +33,18 @@ std::string source_dir() {
 }
 
 Result<std::unique_ptr<Model>> load(const std::string& dir, Device device, QuantMethod method,
-                                    LoadFormat format = LoadFormat::kAuto) {
+                                    LoadFormat format = LoadFormat::kAuto, bool lm_head = false) {
   cuda::register_cuda_backend();
   LoadOptions o;
   o.device = device;
-  o.quantization = method;
+  o.quant.method = method;
+  o.quant.quantize_lm_head = lm_head;
   o.load_format = format;
   if (format == LoadFormat::kAuto && method != QuantMethod::kNone) {
     auto config = load_model_config(dir);
     if (!config.ok()) return config.status();
-    auto plan = make_base_plan(dir, *config, method);
+    auto plan =
+        make_base_plan(dir, *config, QuantOptions{.method = method, .quantize_lm_head = lm_head});
     if (!plan.ok()) return plan.status();
     o.plan = *plan;
   }
@@ -74,30 +76,35 @@ TEST(CudaQuantModel, LogitsMatchTheCpuQuantizedModel) {
   struct Case {
     std::string model;
     QuantMethod method;
+    bool lm_head = false;  // --quantize-lm-head (qwen2 ties it to the embedding)
   };
   // llama3's MLP is 160 wide: its down_proj has a partial INT4 group and a padded K.
-  const Case cases[] = {{"llama3", QuantMethod::kFp8},  {"qwen2", QuantMethod::kFp8},
-                        {"llama3", QuantMethod::kInt8}, {"qwen2", QuantMethod::kInt8},
-                        {"llama3", QuantMethod::kInt4}, {"qwen2", QuantMethod::kInt4}};
+  const Case cases[] = {{"llama3", QuantMethod::kFp8},        {"qwen2", QuantMethod::kFp8},
+                        {"llama3", QuantMethod::kInt8},       {"qwen2", QuantMethod::kInt8},
+                        {"llama3", QuantMethod::kInt4},       {"qwen2", QuantMethod::kInt4},
+                        {"llama3", QuantMethod::kFp8, true},  {"qwen2", QuantMethod::kInt8, true},
+                        {"llama3", QuantMethod::kInt4, true}, {"qwen2", QuantMethod::kInt4, true}};
   std::vector<int32_t> ids(40);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 53 + 7) % 500);
   for (const Case& c : cases) {
-    const std::string name = c.model + " " + std::string(quant_method_name(c.method));
+    const std::string name =
+        c.model + " " + std::string(quant_method_name(c.method)) + (c.lm_head ? " + lm_head" : "");
     SCOPED_TRACE(name);
     const std::string dir = source_dir() + "/tests/fixtures/models/" + c.model;
-    auto cpu = load(dir, Device::kCpu, c.method);
+    auto cpu = load(dir, Device::kCpu, c.method, LoadFormat::kAuto, c.lm_head);
     ASSERT_TRUE(cpu.ok()) << cpu.status().message();
     auto cpu_plain = load(dir, Device::kCpu, QuantMethod::kNone);
     ASSERT_TRUE(cpu_plain.ok()) << cpu_plain.status().message();
-    auto gpu = load(dir, Device::kCuda, c.method);
+    auto gpu = load(dir, Device::kCuda, c.method, LoadFormat::kAuto, c.lm_head);
     ASSERT_TRUE(gpu.ok()) << gpu.status().message();
     const auto want = prompt_logits(**cpu, ids), got = prompt_logits(**gpu, ids);
     const auto plain = prompt_logits(**cpu_plain, ids);
     ASSERT_EQ(got.size(), want.size());
     const double err = rel_error(got, want), quant_err = rel_error(want, plain);
-    std::printf("  %s: relative error GPU vs CPU quantized model %.2e (CPU quantized vs "
-                "unquantized %.2e)\n",
-                name.c_str(), err, quant_err);
+    std::printf(
+        "  %s: relative error GPU vs CPU quantized model %.2e (CPU quantized vs "
+        "unquantized %.2e)\n",
+        name.c_str(), err, quant_err);
     if (c.method == QuantMethod::kInt4)
       EXPECT_LT(err, 3e-2);
     else
@@ -127,8 +134,8 @@ std::vector<std::vector<float>> prefill_then_decode(Model& model, DType kv_dtype
   out.emplace_back(l.data<float>(), l.data<float>() + l.numel());
   for (int step = 0; step < 5; ++step) {
     const int32_t token = 11 + 13 * step;
-    SequenceChunk d{std::span<const int32_t>(&token, 1),
-                    static_cast<int32_t>(ids.size()) + step, table, LogitsMode::kLast};
+    SequenceChunk d{std::span<const int32_t>(&token, 1), static_cast<int32_t>(ids.size()) + step,
+                    table, LogitsMode::kLast};
     l = runner.execute({&d, 1});
     out.emplace_back(l.data<float>(), l.data<float>() + l.numel());
   }
@@ -149,8 +156,8 @@ TEST(CudaQuantModel, Fp8KvCacheMatchesTheCpu) {
     const auto got = prefill_then_decode(**gpu, DType::kF8E4M3, ids);
     for (size_t s = 0; s < want.size(); ++s) {
       const double err = rel_error(got[s], want[s]), kv_err = rel_error(want[s], plain[s]);
-      std::printf("  %s fp8 kv step %zu: GPU vs CPU %.2e (CPU fp8 vs f32 cache %.2e)\n",
-                  m.c_str(), s, err, kv_err);
+      std::printf("  %s fp8 kv step %zu: GPU vs CPU %.2e (CPU fp8 vs f32 cache %.2e)\n", m.c_str(),
+                  s, err, kv_err);
       EXPECT_LT(err, std::max(3e-2, 1.5 * kv_err)) << "step " << s;
     }
   }
@@ -236,9 +243,10 @@ TEST(CudaQuantModel, KiteTinyDecodeMatchesTheCpuQuantizedModel) {
       const double err = rel_error(got[step], want[step]);
       const double err_plain = rel_error(got[step], plain[step]);
       const double quant_err = rel_error(want[step], plain[step]);
-      std::printf("  %s step %zu: GPU vs CPU quantized %.2e, vs CPU unquantized %.2e (CPU "
-                  "quantized vs unquantized %.2e)\n",
-                  name.c_str(), step, err, err_plain, quant_err);
+      std::printf(
+          "  %s step %zu: GPU vs CPU quantized %.2e, vs CPU unquantized %.2e (CPU "
+          "quantized vs unquantized %.2e)\n",
+          name.c_str(), step, err, err_plain, quant_err);
       const double bound = std::max(3e-2, 1.5 * quant_err);
       EXPECT_LT(err, bound) << "step " << step;
       EXPECT_LT(err_plain, bound) << "step " << step;
@@ -247,13 +255,17 @@ TEST(CudaQuantModel, KiteTinyDecodeMatchesTheCpuQuantizedModel) {
 }
 
 TEST(CudaQuantModel, DummyQuantizedWeightsRun) {
-  for (QuantMethod m : {QuantMethod::kFp8, QuantMethod::kInt8, QuantMethod::kInt4}) {
-    auto gpu = load(source_dir() + "/tests/fixtures/models/qwen2", Device::kCuda, m,
-                    LoadFormat::kDummy);
-    ASSERT_TRUE(gpu.ok()) << gpu.status().message();
-    const auto logits = prompt_logits(**gpu, {1, 2, 3, 4, 5});
-    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << quant_method_name(m);
-  }
+  for (QuantMethod m : {QuantMethod::kFp8, QuantMethod::kInt8, QuantMethod::kInt4})
+    for (const char* model : {"qwen2", "llama3"})  // tied and untied lm_head
+      for (bool lm_head : {false, true}) {
+        SCOPED_TRACE(std::string(model) + " " + std::string(quant_method_name(m)) +
+                     (lm_head ? " + lm_head" : ""));
+        auto gpu = load(source_dir() + "/tests/fixtures/models/" + model, Device::kCuda, m,
+                        LoadFormat::kDummy, lm_head);
+        ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+        const auto logits = prompt_logits(**gpu, {1, 2, 3, 4, 5});
+        for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+      }
 }
 
 }  // namespace

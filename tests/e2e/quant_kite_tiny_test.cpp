@@ -1,6 +1,7 @@
 // Quantization on the shipped model: on-load quantization stays close to fp32, smoothing
 // folded into norms is an identity, `kite quantize` checkpoints load back to the same logits
-// as on-load quantization, the FP8 KV cache stays close, and evaluate() of the unquantized
+// as on-load quantization, the FP8 KV cache stays close, --quantize-lm-head quantizes lm_head
+// (tied or not) and round-trips through `kite quantize`, and evaluate() of the unquantized
 // model against itself gives KL 0 and full agreement.
 #include <gtest/gtest.h>
 
@@ -69,9 +70,10 @@ Agreement compare(const Tensor& ref, const Tensor& q) {
   return a;
 }
 
-LoadOptions with_method(QuantMethod m) {
+LoadOptions with_method(QuantMethod m, bool lm_head = false) {
   LoadOptions o;
-  o.quantization = m;
+  o.quant.method = m;
+  o.quant.quantize_lm_head = lm_head;
   return o;
 }
 
@@ -98,7 +100,7 @@ TEST(QuantKiteTiny, Fp8KvCacheStaysClose) {
   EXPECT_GT(a.top1, 0.85);
   // Calibrated per-layer scales (on the model's README, not the scored text).
   LoadOptions o;
-  o.calibration_text = kModelDir + "/README.md";
+  o.quant.calibration_text = kModelDir + "/README.md";
   auto scales = calibrate_kv_scales(kModelDir, o);
   ASSERT_TRUE(scales.ok()) << scales.status().message();
   ASSERT_EQ(scales->k.size(), 6u);
@@ -172,6 +174,64 @@ TEST(QuantKiteTiny, ExportedCheckpointsLoadBackToOnLoadLogits) {
   expect_round_trip(*fp8, "fp8");
   expect_round_trip(random_smoothing_plan(QuantMethod::kInt4, true), "int4_smoothed");
   expect_round_trip(random_smoothing_plan(QuantMethod::kInt8, true), "int8_smoothed");
+}
+
+TEST(QuantKiteTiny, QuantizedLmHeadStaysCloseAndTakesManyRows) {
+  const Tensor ref = logits_of({});
+  for (QuantMethod m : {QuantMethod::kFp8, QuantMethod::kInt4}) {
+    SCOPED_TRACE(std::string(quant_method_name(m)));
+    const Tensor body = logits_of(with_method(m));
+    const Tensor all = logits_of(with_method(m, true));
+    EXPECT_GT(compare(body, all).max_abs_diff, 1e-4);  // lm_head really was quantized
+    const Agreement a = compare(ref, all);
+    EXPECT_LT(a.kl, m == QuantMethod::kFp8 ? 0.02 : 0.25);
+    EXPECT_GT(a.top1, 0.8);
+  }
+  // 160 logits rows in one step take the lm_head in 128-row calls: the same rows as 40-token
+  // steps give. INT4 (weight-only): the activations stay fp32, so only summation order differs
+  // (per-token FP8 activation codes would flip with it).
+  auto model = load_quantized_model(kModelDir, with_method(QuantMethod::kInt4, true));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::vector<int32_t> ids = prompt_tokens(160);
+  const Tensor one_step = run_sequence(**model, ids, DType::kF32, 160, LogitsMode::kAll);
+  const Tensor steps = run_sequence(**model, ids, DType::kF32, 40, LogitsMode::kAll);
+  ASSERT_EQ(one_step.numel(), steps.numel());
+  EXPECT_LT(compare(steps, one_step).max_abs_diff, 1e-3);
+  // Without a method there is nothing to quantize lm_head with.
+  LoadOptions none;
+  none.quant.quantize_lm_head = true;
+  EXPECT_FALSE(load_quantized_model(kModelDir, none).ok());
+}
+
+TEST(QuantKiteTiny, QuantizedLmHeadRoundTripsThroughExport) {
+  for (QuantMethod m : {QuantMethod::kFp8, QuantMethod::kInt4}) {
+    auto plan = build_quant_plan(kModelDir, with_method(m, true));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    expect_round_trip(*plan, std::string("lm_head_") + std::string(quant_method_name(m)));
+  }
+}
+
+TEST(QuantKiteTiny, TiedLmHeadIsQuantizedBesideTheEmbedding) {
+  // The qwen2 fixture ties lm_head to the embedding: serving quantizes a copy, export refuses
+  // (a checkpoint has no place for an lm_head apart from the embedding).
+  const std::string tied = std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/qwen2";
+  std::vector<int32_t> ids(24);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 3) % 500);
+  auto body = load_quantized_model(tied, with_method(QuantMethod::kInt4));
+  auto all = load_quantized_model(tied, with_method(QuantMethod::kInt4, true));
+  ASSERT_TRUE(body.ok() && all.ok());
+  const Tensor a = run_sequence(**body, ids, DType::kF32, 24, LogitsMode::kAll);
+  const Tensor b = run_sequence(**all, ids, DType::kF32, 24, LogitsMode::kAll);
+  const Agreement d = compare(a, b);
+  EXPECT_GT(d.max_abs_diff, 1e-5);
+  EXPECT_TRUE(std::isfinite(d.kl));
+  auto plan = build_quant_plan(tied, with_method(QuantMethod::kInt4, true));
+  ASSERT_TRUE(plan.ok());
+  const fs::path out = fs::temp_directory_path() / ("kite_tied_" + std::to_string(::getpid()));
+  const Status s = export_quantized_checkpoint(tied, **plan, out.string());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("ties lm_head"), std::string::npos) << s.message();
+  fs::remove_all(out);
 }
 
 TEST(QuantKiteTiny, EvaluateUnquantizedAgainstItself) {

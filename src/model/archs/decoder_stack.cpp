@@ -1,18 +1,40 @@
 #include "model/archs/decoder_stack.h"
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "quant/quant_plan.h"
+
 namespace kite {
+namespace {
+
+// A quantized lm_head runs on at most this many rows per call: beyond it the quantized linears
+// take their large-M routes, whose workspace grows with the output width (INT4 expands the
+// whole weight to BF16: 1 GB for Llama-3's 128,256 x 4,096), and logits are needed for one row
+// per sequence, so the rows of a big batch simply take a few calls.
+constexpr int64_t kQuantizedLmHeadRows = 128;
+
+}  // namespace
 
 Status DecoderStack::load_embeddings(const WeightStore& w) {
   Backend& be = *backend_;
   const int64_t v = config_.vocab_size, d = config_.hidden_size;
   KITE_ASSIGN_OR_RETURN(embed_, be.weight(w, "model.embed_tokens.weight", {v, d}));
   KITE_ASSIGN_OR_RETURN(final_norm_, load_vector(be, w, "model.norm.weight", d));
+  const QuantPlan* plan = w.quant_plan();
+  const bool quantize = plan && plan->quantize_lm_head;
   if (config_.tie_word_embeddings && !w.contains("lm_head.weight")) {
-    lm_head_ = embed_;
+    if (quantize) {  // a quantized copy beside the embedding, which lookups still read
+      KITE_ASSIGN_OR_RETURN(
+          lm_head_, Linear::load_alias(be, w, "model.embed_tokens.weight", "lm_head", v, d));
+    } else {
+      lm_head_.weight = embed_;
+    }
+  } else if (quantize || (!w.is_dummy() &&
+                          (w.contains("lm_head.qweight") || w.contains("lm_head.weight_scale")))) {
+    KITE_ASSIGN_OR_RETURN(lm_head_, Linear::load(be, w, "lm_head", v, d));
   } else {
-    KITE_ASSIGN_OR_RETURN(lm_head_, be.weight(w, "lm_head.weight", {v, d}));
+    KITE_ASSIGN_OR_RETURN(lm_head_.weight, be.weight(w, "lm_head.weight", {v, d}));
   }
   return ok_status();
 }
@@ -70,7 +92,16 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
     be.gather_rows(h, be.index(batch.logits_indices), rows);
   }
   Tensor logits = be.empty({n, config_.vocab_size}, DType::kF32);
-  be.linear(rows, lm_head_, nullptr, logits);
+  if (!lm_head_.quantized()) {
+    lm_head_.apply(be, rows, logits);
+    return logits;
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += kQuantizedLmHeadRows) {
+    const int64_t r1 = std::min(n, r0 + kQuantizedLmHeadRows);
+    Tensor x = r0 == 0 && r1 == n ? rows : rows.slice_rows(r0, r1);
+    Tensor y = r0 == 0 && r1 == n ? logits : logits.slice_rows(r0, r1);
+    lm_head_.apply(be, x, y);
+  }
   return logits;
 }
 
@@ -86,8 +117,8 @@ Result<std::unique_ptr<Model>> build_decoder_stack(const ModelConfig& c, KvCache
     DecoderLayer layer;
     KITE_ASSIGN_OR_RETURN(layer.input_norm,
                           load_vector(be, w, p + "input_layernorm.weight", c.hidden_size));
-    KITE_ASSIGN_OR_RETURN(layer.post_attn_norm, load_vector(be, w, p + "post_attention_layernorm.weight",
-                                                            c.hidden_size));
+    KITE_ASSIGN_OR_RETURN(layer.post_attn_norm,
+                          load_vector(be, w, p + "post_attention_layernorm.weight", c.hidden_size));
     KITE_RETURN_IF_ERROR(build_layer(p, i, layer));
     model->layers().push_back(std::move(layer));
   }

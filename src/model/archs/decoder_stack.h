@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/layers/attention.h"
+#include "model/layers/linear.h"
 #include "model/layers/mla.h"
 #include "model/layers/mlp.h"
 #include "model/layers/moe.h"
@@ -39,7 +40,8 @@ class DecoderStack final : public Model {
   Tensor forward_logits(const ForwardBatch& batch, KvCache& cache) override;
   Backend& backend() const override { return *backend_; }
 
-  // Loads embed_tokens, model.norm and lm_head (tied to the embedding when configured).
+  // Loads embed_tokens, model.norm and lm_head (tied to the embedding when configured; quantized
+  // where the checkpoint stores it so or the plan quantizes it: --quantize-lm-head).
   Status load_embeddings(const WeightStore& weights);
   std::vector<DecoderLayer>& layers() { return layers_; }
 
@@ -49,7 +51,7 @@ class DecoderStack final : public Model {
   RopeTable rope_;
   std::shared_ptr<Backend> backend_;
   Tensor embed_;    // [vocab, hidden]
-  Tensor lm_head_;  // [vocab, hidden] (same bytes as embed_ when tied)
+  Linear lm_head_;  // [vocab, hidden] (weight: the same bytes as embed_ when tied, unquantized)
   Tensor final_norm_;
   std::vector<DecoderLayer> layers_;
 };

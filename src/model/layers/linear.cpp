@@ -64,7 +64,7 @@ Status place_quantized(Backend& be, const std::string& name, Linear& l) {
 // straight from the shape (an 8B model is not generated and quantized on the host).
 std::optional<QuantFormat> dummy_format(const WeightStore& weights, const std::string& key) {
   const QuantPlan* plan = weights.quant_plan();
-  if (!weights.is_dummy() || !plan || !QuantPlan::is_quantizable(key)) return std::nullopt;
+  if (!weights.is_dummy() || !plan || !plan->quantizes(key)) return std::nullopt;
   switch (plan->method) {
     case QuantMethod::kFp8:
       return QuantFormat::kFp8PerChannel;
@@ -101,14 +101,18 @@ bool plain_load(const WeightStore& weights) {
 
 Tensor Linear::operator()(Backend& be, const Tensor& x) const {
   Tensor y = be.empty({x.size(0), out_features()});
+  apply(be, x, y);
+  return y;
+}
+
+void Linear::apply(Backend& be, const Tensor& x, Tensor& y) const {
   const Tensor* b = bias.defined() ? &bias : nullptr;
   if (quantized()) {
     be.quantized_linear(x, quant.get(), prepared.get(), b, y);
-    return y;
+    return;
   }
   if (ActivationRecorder* rec = active_recorder()) rec->on_input(weight.raw(), x);
   be.linear(x, weight, b, y);
-  return y;
 }
 
 std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
@@ -172,6 +176,21 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
   KITE_RETURN_IF_ERROR(finish_load(weights, {name}, {out}, l));
   if (l.quant) {
     KITE_RETURN_IF_ERROR(place_quantized(be, name, l));
+    return l;
+  }
+  l.weight = be.upload(l.weight);
+  return l;
+}
+
+Result<Linear> Linear::load_alias(Backend& be, const WeightStore& weights,
+                                  const std::string& tensor, const std::string& key, int64_t out,
+                                  int64_t in) {
+  Linear l;
+  if (load_dummy_quantized(be, weights, key, out, in, l)) return l;
+  KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(tensor, {out, in}));
+  KITE_RETURN_IF_ERROR(finish_load(weights, {key}, {out}, l));
+  if (l.quant) {
+    KITE_RETURN_IF_ERROR(place_quantized(be, key, l));
     return l;
   }
   l.weight = be.upload(l.weight);

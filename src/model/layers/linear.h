@@ -36,6 +36,8 @@ struct Linear {
 
   // y [T, out] = x [T, in] · W^T (+ b); y is step scratch of `be`.
   Tensor operator()(Backend& be, const Tensor& x) const;
+  // The same into a given y [T, out] (its dtype: the backend's compute dtype or F32).
+  void apply(Backend& be, const Tensor& x, Tensor& y) const;
   // The same for a stacked weight, its output split into consecutive parts of `widths`
   // features, each returned as its own [T, width] tensor (Backend::linear_split).
   std::vector<Tensor> split(Backend& be, const Tensor& x, std::span<const int64_t> widths) const;
@@ -46,6 +48,11 @@ struct Linear {
   // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
   static Result<Linear> load(Backend& be, const WeightStore& weights, const std::string& name,
                              int64_t out, int64_t in, bool with_bias = false);
+  // A linear stored under another tensor's name and planned as `key`: a tied lm_head is the
+  // embedding's `tensor`, quantized (or not) as "lm_head".
+  static Result<Linear> load_alias(Backend& be, const WeightStore& weights,
+                                   const std::string& tensor, const std::string& key, int64_t out,
+                                   int64_t in);
   // Rows of several weights stacked into one (e.g. gate and up into gate_up) so one GEMM
   // computes them all; each part is `<name>.weight` [out_i, in].
   // With `with_bias`, every part's `<name>.bias` [out_i] is stacked likewise.

@@ -120,6 +120,9 @@ struct KParams {
   const bf16* xq_src;
   const float* xq_in_scale;  // input_scale or null
   int k_real;
+  // The W4 decode kernel: each warp asks for its whole run of codes past its register ring
+  // into L2 at its start (l2_prefetch_bulk), before waiting for x.
+  int w4_l2_prefetch;
 };
 
 // The group (W4) or scale column (FP8 block) of 64-channel chunk c >= 0: a shift when

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
@@ -240,6 +241,9 @@ int g_dec_path = 0, g_dec_kw = 0, g_dec_u = 0;
 // per-channel FP8/INT8 then take the tensor-core kernel, as before the bulk GEMV).
 const bool g_bulk_auto = !env_switched_off("KITE_CUDA_QGEMV_BULK");
 
+// KITE_CUDA_W4_L2_PREFETCH=0: the W4 decode kernel without its L2 prefetch (an A/B switch).
+const bool g_w4_l2_prefetch = !env_switched_off("KITE_CUDA_W4_L2_PREFETCH");
+
 // KITE_CUDA_QGEMV_FUSED_QUANT=0 keeps the separate activation-quantization kernel in front of
 // the bulk GEMV at M <= 2 (an A/B switch).
 const bool g_fused_quant_auto = !env_switched_off("KITE_CUDA_QGEMV_FUSED_QUANT");
@@ -257,9 +261,8 @@ bool takes_bulk(Fmt f, int64_t m) {
 // Whether the bulk GEMV quantizes the activations itself (KParams::xq_src; path 4 and the
 // switch above keep the separate kernel).
 bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
-  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 &&
-         g_fused_quant_auto && m <= kFusedQuantRows && k % 8 == 0 &&
-         m * kpad <= kFusedQuantMaxBytes;
+  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 && g_fused_quant_auto &&
+         m <= kFusedQuantRows && k % 8 == 0 && m * kpad <= kFusedQuantMaxBytes;
 }
 
 template <int F, typename TOut>
@@ -390,6 +393,12 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
       if constexpr (kW4F)
         if (u % kSS == 0) dec_load_sz(p, st, cb + u, ws[u], wz[u]);
     }
+  if constexpr (kW4F) {
+    // The warp's codes are one contiguous run (the tile layout is chunk-major per tile): one
+    // request brings the part past the ring into L2, so the ring's loads find it there.
+    if (p.w4_l2_prefetch && lane == 0 && cb + U < ce)
+      l2_prefetch_bulk(st.w + (cb + U) * 512, static_cast<uint32_t>(ce - cb - U) * 512);
+  }
   pdl_wait();  // x (and its scales) come from the previous kernel
   pdl_trigger();
 
@@ -640,7 +649,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   KITE_CUDA_OP_CHECK(!ys.empty() && ys.size() <= 4, kOp, "1 to 4 outputs");
   KITE_CUDA_OP_CHECK(ys.size() == 1 || quantized_split_applies(w, m, ys.size()), kOp,
                      "split outputs are not taken by the cuBLASLt routes (FP8 / INT8 per channel "
-                     "above " + std::to_string(kLtMinRows) + " rows, INT4 above " +
+                     "above " +
+                         std::to_string(kLtMinRows) + " rows, INT4 above " +
                          std::to_string(kW4DequantMinRows) + ")");
   int64_t width_sum = 0;
   for (Tensor* y : ys) {
@@ -683,6 +693,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   auto* ws = static_cast<uint8_t*>(workspace);
   if (f == kW4) {
     p.chunks_per_group = static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
+    p.w4_l2_prefetch = g_w4_l2_prefetch;
     if (!w.perm.defined() && !is && k % kChunk == 0) {
       p.x = xb;
       p.ldx = static_cast<int>(k);
@@ -698,8 +709,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       auto* wd = reinterpret_cast<bf16*>(ws + round_up(m * kp * 2, 256));
       launch_w4_dequant(p.codes, p.wscale, p.zeros, w.padded_out, kp, p.chunks_per_group, wd,
                         stream);
-      const Tensor xt = Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr,
-                                     Device::kCuda);
+      const Tensor xt =
+          Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr, Device::kCuda);
       const Tensor wt = Tensor::wrap(wd, {n, kp}, DType::kBF16, nullptr, Device::kCuda);
       linear(blas, xt, wt, bias, y, stream);
       return;
@@ -721,13 +732,11 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // vectors, INT8's are applied to the exact S32 product after.
     if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m)) {
       void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
-      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
-                                          sx, m, kp, kp, bias, y, static_cast<float*>(acc),
-                                          stream))
+      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
+                                          m, kp, kp, bias, y, static_cast<float*>(acc), stream))
         return;
-      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
-                                          sx, m, kp, kp, bias, y, static_cast<int32_t*>(acc),
-                                          stream))
+      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
+                                          m, kp, kp, bias, y, static_cast<int32_t*>(acc), stream))
         return;
     }
   }

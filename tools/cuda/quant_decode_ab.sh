@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 7's batch-1 decode ratios on the GPU machine, from the repository root, after
+# `bash tools/cuda/build.sh` here (carry build-cuda/bundle.tar.xz): the quantized tests, then
+# Llama-3-8B (dummy weights) decode at batch 1 in BF16 and each quantized form, with the
+# A/B switches of the quantized decode path measured in the same call. Rounds are interleaved
+# (ROUNDS, default 2) so a drift of the machine shows as a spread, not as a ratio.
+# Logs and each run's JSON go to $OUT; a table of p50 ms per step comes last on stdout.
+#   TEST_FILTER  gtest filter run first ('' skips; default the quantized tests)
+#   CASES        which runs, as name:batch:flags;env (see the default below)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
+OUT=${OUT:-/tmp/kite_out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+LOG="$OUT/quant_decode_ab.log"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv >>"$LOG" 2>&1
+
+if [ -n "${TEST_FILTER-x}" ]; then
+  echo "== $(date +%T) tests ${TEST_FILTER:-CudaQuant*}" | tee -a "$LOG"
+  timeout "${T_TESTS:-300}" ./build-cuda/kite_cuda_tests --gtest_filter="${TEST_FILTER:-CudaQuant*}" \
+    >"$OUT/quant_tests.log" 2>&1
+  echo "   exit $? ($(grep -c '^\[       OK' "$OUT/quant_tests.log") ok," \
+    "$(grep -c '^\[  FAILED  \].*ms)' "$OUT/quant_tests.log") failed)" | tee -a "$LOG"
+fi
+
+LLAMA=${MODEL:-tools/bench/configs/llama3_8b}
+# name:batch:kite flags;environment
+DEFAULT_CASES=(
+  "bf16:1:;"
+  "fp8:1:--quantization fp8;"
+  "fp8_lmhead:1:--quantization fp8 --quantize-lm-head;"
+  "int4:1:--quantization int4;"
+  "int4_nopf:1:--quantization int4;KITE_CUDA_W4_L2_PREFETCH=0"
+  "int4_lmhead:1:--quantization int4 --quantize-lm-head;"
+  "int4_b8:8:--quantization int4;"
+  "int4_b8_nopf:8:--quantization int4;KITE_CUDA_W4_L2_PREFETCH=0"
+)
+if [ -n "${CASES:-}" ]; then read -r -a RUNS <<<"$CASES"; else RUNS=("${DEFAULT_CASES[@]}"); fi
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for c in "${RUNS[@]}"; do
+    name=${c%%:*}; rest=${c#*:}; batch=${rest%%:*}; rest=${rest#*:}
+    flags=${rest%%;*}; envs=${rest#*;}
+    echo "== $(date +%T) round $round $name (batch $batch, $flags ${envs:+env $envs})" | tee -a "$LOG"
+    # shellcheck disable=SC2086
+    env $envs timeout "${T_BENCH:-150}" ./build-cuda/kite bench latency --model "$LLAMA" \
+      --load-format dummy --device cuda --batch-size "$batch" --input-len 512 --output-len 64 \
+      --iters 3 $flags --result-json "$OUT/${name}_r$round.json" >>"$LOG" 2>&1
+    echo "   exit $?" | tee -a "$LOG"
+  done
+done
+
+echo "== p50 ms per decode step"
+for c in "${RUNS[@]}"; do
+  name=${c%%:*}
+  printf '%-14s' "$name"
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    python3 -c "import json,sys; print('%9.3f' % json.load(open(sys.argv[1]))['decode_ms_per_step']['p50'], end='')" \
+      "$OUT/${name}_r$round.json" 2>/dev/null || printf '%9s' "-"
+  done
+  echo
+done
