@@ -389,10 +389,8 @@ void Engine::step() {
           const size_t i = row_of[r];
           if (ids[r] < 0) {
             failed.push_back(plan.scheduled[i].request_id);
-            spdlog::error(
-                "request {}: the model produced invalid logits (NaN, +inf or all "
-                "-inf)",
-                plan.scheduled[i].request_id);
+            spdlog::error("request {}: the model produced invalid logits (NaN, +inf or all "
+                          "-inf)", plan.scheduled[i].request_id);
             continue;
           }
           sampled[i] = ids[r];

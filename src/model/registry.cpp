@@ -49,9 +49,10 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       break;
   }
   if (!model.ok()) return model.status().with_context("loading " + model_dir);
-  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{} on {}", config.model_type_name,
-               config.num_hidden_layers, config.hidden_size, config.vocab_size, model_dir,
-               dummy ? " with dummy (random) weights" : "", backend->name());
+  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) from {}{} on {}",
+               config.model_type_name, config.num_hidden_layers, config.hidden_size,
+               config.vocab_size, model_dir, dummy ? " with dummy (random) weights" : "",
+               backend->name());
   return model;
 }
 

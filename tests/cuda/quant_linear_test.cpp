@@ -336,11 +336,15 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
 // 2 both quantize the activations in-block); with and without input_scale.
 TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   auto rng = test_rng();
-  for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel})
+  // W4: I = 1408 gives gate and up tiles 88 apart with N_pad past 2I; K = 1000 a padded,
+  // partial last group (the activations then go through the prep kernel).
+  for (QuantFormat f :
+       {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel, QuantFormat::kInt4Group})
     for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{256, 512}, {1408, 1000}})
       for (int64_t m : {1, 2, 3, 4, 8}) {
         Tensor w = random_host({2 * inter, k}, rng, -0.05f, 0.05f);
         QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
+                            : f == QuantFormat::kInt4Group    ? quantize_int4_group(w, 128)
                                                               : quantize_fp8_per_channel(w);
         if (m % 2 == 0) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
         const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
@@ -366,8 +370,8 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
       }
 }
 
-// Where the gated GEMV does not apply, it says so and the op refuses: FP8 block and INT4
-// weights, more than 8 rows, I not a multiple of 8.
+// Where the gated GEMV does not apply, it says so and the op refuses: FP8 block weights, more
+// than 8 rows, I not a multiple of 8 (INT4: of 16).
 TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   auto rng = test_rng();
   const int64_t k = 256;
@@ -379,13 +383,17 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
       upload_quantized(quantize_fp8_block(random_host({512, k}, rng), 128, 128), test_stream());
   const DeviceQuantizedWeight w4 =
       upload_quantized(quantize_int4_group(random_host({512, k}, rng), 128), test_stream());
+  const DeviceQuantizedWeight w4_odd =
+      upload_quantized(quantize_int4_group(random_host({2 * 40, k}, rng), 128), test_stream());
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 8));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 3));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 1));
   EXPECT_FALSE(quantized_silu_mul_applies(fp8, 9));
   EXPECT_FALSE(quantized_silu_mul_applies(odd, 4));
   EXPECT_FALSE(quantized_silu_mul_applies(blk, 4));
-  EXPECT_FALSE(quantized_silu_mul_applies(w4, 4));
+  EXPECT_TRUE(quantized_silu_mul_applies(w4, 4));
+  EXPECT_FALSE(quantized_silu_mul_applies(w4, 9));
+  EXPECT_FALSE(quantized_silu_mul_applies(w4_odd, 1));
   const Tensor x = device_empty({9, k}, DType::kBF16);
   Tensor out = device_empty({9, 256}, DType::kBF16);
   DeviceBuffer ws(quantized_linear_workspace_bytes(fp8, 9));

@@ -6,7 +6,7 @@
 # (ROUNDS, default 2) so a drift of the machine shows as a spread, not as a ratio.
 # Logs and each run's JSON go to $OUT; a table of p50 ms per step comes last on stdout.
 #   TEST_FILTER  gtest filter run first ('' skips; default the quantized tests)
-#   CASES        which runs, as name:batch:flags;env (see the default below)
+#   CASES        which runs, '|'-separated name:batch:flags;env entries (default below)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
@@ -30,13 +30,15 @@ DEFAULT_CASES=(
   "bf16:1:;"
   "fp8:1:--quantization fp8;"
   "fp8_lmhead:1:--quantization fp8 --quantize-lm-head;"
+  "int8:1:--quantization int8;"
+  "int8_lmhead:1:--quantization int8 --quantize-lm-head;"
   "int4:1:--quantization int4;"
-  "int4_nopf:1:--quantization int4;KITE_CUDA_W4_L2_PREFETCH=0"
+  "int4_ungated:1:--quantization int4;KITE_CUDA_QGEMV_GATED=0"
   "int4_lmhead:1:--quantization int4 --quantize-lm-head;"
   "int4_b8:8:--quantization int4;"
-  "int4_b8_nopf:8:--quantization int4;KITE_CUDA_W4_L2_PREFETCH=0"
+  "int4_b8_ungated:8:--quantization int4;KITE_CUDA_QGEMV_GATED=0"
 )
-if [ -n "${CASES:-}" ]; then read -r -a RUNS <<<"$CASES"; else RUNS=("${DEFAULT_CASES[@]}"); fi
+if [ -n "${CASES:-}" ]; then IFS='|' read -r -a RUNS <<<"$CASES"; else RUNS=("${DEFAULT_CASES[@]}"); fi
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for c in "${RUNS[@]}"; do
     name=${c%%:*}; rest=${c#*:}; batch=${rest%%:*}; rest=${rest#*:}
@@ -55,8 +57,24 @@ for c in "${RUNS[@]}"; do
   name=${c%%:*}
   printf '%-14s' "$name"
   for round in $(seq 1 "${ROUNDS:-2}"); do
-    python3 -c "import json,sys; print('%9.3f' % json.load(open(sys.argv[1]))['decode_ms_per_step']['p50'], end='')" \
+    python3 -c "import json,sys; print('%9.3f' % json.load(open(sys.argv[1]))['result']['decode_ms_per_step']['p50'], end='')" \
       "$OUT/${name}_r$round.json" 2>/dev/null || printf '%9s' "-"
   done
   echo
 done
+# compute-sanitizer memcheck on chosen tests (MEMCHECK: a gtest filter).
+if [ -n "${MEMCHECK:-}" ]; then
+  echo "== $(date +%T) memcheck $MEMCHECK" | tee -a "$LOG"
+  timeout "${T_MEMCHECK:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    ./build-cuda/kite_cuda_tests --gtest_filter="$MEMCHECK" >"$OUT/memcheck.log" 2>&1
+  echo "   exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/memcheck.log") clean summaries)" | tee -a "$LOG"
+fi
+# The quantized linears' kernel table (M = 1..8, each kernel path; CudaQuantLinearBench).
+if [ "${KERNEL_BENCH:-0}" = 1 ]; then
+  echo "== $(date +%T) kernel bench" | tee -a "$LOG"
+  timeout "${T_KBENCH:-180}" ./build-cuda/kite_cuda_tests --gtest_also_run_disabled_tests \
+    --gtest_filter='CudaQuantLinearBench.DISABLED_Bench' >"$OUT/quant_kernel_bench.log" 2>&1
+  echo "   exit $?" | tee -a "$LOG"
+fi
+# The device tool brings back at most 8 files: the runs' JSON travel as one archive.
+tar czf "$OUT/quant_decode_ab_json.tgz" -C "$OUT" $(cd "$OUT" && ls ./*_r*.json) && rm -f "$OUT"/*_r*.json

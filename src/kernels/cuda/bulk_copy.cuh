@@ -96,13 +96,6 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
       : "memory");
 }
 
-// Asks the copy engine to bring `bytes` (a multiple of 16; src 16-byte aligned) into L2, with
-// nothing to wait on: later loads of them hit L2 instead of HBM. A register-ring kernel keeps
-// only a few loads per lane in flight; this runs its stream ahead without registers.
-__device__ __forceinline__ void l2_prefetch_bulk(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));

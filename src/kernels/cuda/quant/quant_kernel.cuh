@@ -120,9 +120,6 @@ struct KParams {
   const bf16* xq_src;
   const float* xq_in_scale;  // input_scale or null
   int k_real;
-  // The W4 decode kernel: each warp asks for its whole run of codes past its register ring
-  // into L2 at its start (l2_prefetch_bulk), before waiting for x.
-  int w4_l2_prefetch;
 };
 
 // The group (W4) or scale column (FP8 block) of 64-channel chunk c >= 0: a shift when
@@ -165,6 +162,17 @@ __device__ __forceinline__ void finish_output(const KParams& p, int tok, int row
   if constexpr (F == kFp8Ch || F == kI8Ch) xs = __ldg(p.xscale + tok);
   finish_output<F, TOut>(p, tok, row, v, xs);
 }
+
+// The register-ring decode kernel (quant_decode.cu) for M <= 8, every format, and its gated W4
+// form (p.n = the features I, I % 16 == 0, no bias: y [m, I] BF16 = silu(x Wg^T) * (x Wu^T)).
+// The override (set_quant_decode_override) forces warps per 16-row tile and chunks in flight
+// per warp; 0 leaves each automatic.
+struct DecodeOverride {
+  int kw = 0, u = 0;
+};
+template <int F, typename TOut>
+void launch_qdec(const KParams& p, const DecodeOverride& o, cudaStream_t stream);
+void launch_qdec_w4_silu(const KParams& p, const DecodeOverride& o, cudaStream_t stream);
 
 // The bulk-copy decode GEMV (quant_gemv_bulk.cu) for M <= 8: kW4, kFp8Ch and kI8Ch.
 template <int F, typename TOut>

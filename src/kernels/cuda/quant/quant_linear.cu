@@ -12,7 +12,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
@@ -232,17 +231,12 @@ void launch_cfg(const KParams& p, cudaStream_t stream) {
   KITE_CUDA_CHECK_LAUNCH();
 }
 
-template <int F, typename TOut>
-void launch_decode(const KParams& p, cudaStream_t stream);
 // set_quant_decode_override (benchmarks and tests): path 0 automatic, 1 tensor core, 2 decode
 int g_dec_path = 0, g_dec_kw = 0, g_dec_u = 0;
 
 // KITE_CUDA_QGEMV_BULK=0 keeps M <= 8 off the bulk-copy GEMV in automatic mode (an A/B switch:
 // per-channel FP8/INT8 then take the tensor-core kernel, as before the bulk GEMV).
 const bool g_bulk_auto = !env_switched_off("KITE_CUDA_QGEMV_BULK");
-
-// KITE_CUDA_W4_L2_PREFETCH=0: the W4 decode kernel without its L2 prefetch (an A/B switch).
-const bool g_w4_l2_prefetch = !env_switched_off("KITE_CUDA_W4_L2_PREFETCH");
 
 // KITE_CUDA_QGEMV_FUSED_QUANT=0 keeps the separate activation-quantization kernel in front of
 // the bulk GEMV at M <= 2 (an A/B switch).
@@ -261,8 +255,9 @@ bool takes_bulk(Fmt f, int64_t m) {
 // Whether the bulk GEMV quantizes the activations itself (KParams::xq_src; path 4 and the
 // switch above keep the separate kernel).
 bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
-  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 && g_fused_quant_auto &&
-         m <= kFusedQuantRows && k % 8 == 0 && m * kpad <= kFusedQuantMaxBytes;
+  return (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) && g_dec_path != 4 &&
+         g_fused_quant_auto && m <= kFusedQuantRows && k % 8 == 0 &&
+         m * kpad <= kFusedQuantMaxBytes;
 }
 
 template <int F, typename TOut>
@@ -273,7 +268,7 @@ void launch_fmt(const KParams& p, cudaStream_t stream) {
   }
   constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
   if (p.m <= 8 && (g_dec_path >= 2 || (g_dec_path == 0 && kDecodeDefault)))
-    launch_decode<F, TOut>(p, stream);
+    launch_qdec<F, TOut>(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
   else if (p.m <= 8)
     launch_cfg<F, 1, 1, 8, TOut>(p, stream);
   else if (p.m <= 16)
@@ -299,249 +294,6 @@ void launch_any(Fmt f, const KParams& p, cudaStream_t stream) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode kernel (M <= 8, one token tile): the weight streamed GEMV-style. A block is one 16-row
-// weight tile and KW warps (KW chosen at launch so that one wave of the grid fills every SM at
-// <= 64 registers per thread); warp wk takes a contiguous range of `cpw` 64-channel chunks, so
-// each warp streams one contiguous run of the tile's codes (W4: 512 bytes per chunk, one 16-byte
-// `ld.global.cs` per lane; W8: two 16-byte loads per lane, rows g and g + 8). The codes (and the
-// W4 group scales/zeros) of U chunks are in flight per warp in a ring: a slot is refilled with
-// chunk c + U right after chunk c is consumed, so the memory pipe never drains inside the loop.
-// Activations are not held across that latency: the next chunk's x is loaded (through L1) while
-// the current one is computed. The same tensor-core MMAs and fragment orders as qmma_kernel
-// (identical numerics, same device layouts); the KW partial sums are added in warp order
-// through shared memory (deterministic). Launched with programmatic dependent launch: the first
-// U chunks are requested before waiting for the kernel that wrote x.
-
-// One lane's weight stream, addressed once before the loop so that each chunk's loads cost a
-// 32-bit index each (64-bit products per chunk were a good part of the loop's instructions).
-struct DecStream {
-  const uint8_t* w;  // W4: the tile's codes + 16 * lane; 8-bit: row g's codes + 16 * t
-  const float* s;    // W4: group scales of row g (group stride n_pad)
-  const uint8_t* z;  // W4: group zeros of row g
-};
-
-template <int F, int WL>
-__device__ __forceinline__ void dec_load_w(const DecStream& st, int kpad, int c, uint4 (&wv)[WL]) {
-  if constexpr (F == kW4) {
-    wv[0] = __ldcs(reinterpret_cast<const uint4*>(st.w + c * 512));
-  } else {
-    wv[0] = __ldcs(reinterpret_cast<const uint4*>(st.w + c * 64));
-    wv[1] = __ldcs(reinterpret_cast<const uint4*>(st.w + c * 64 + 8 * kpad));
-  }
-}
-
-// W4: the group scales and zeros of rows g and g + 8 for chunk c.
-__device__ __forceinline__ void dec_load_sz(const KParams& p, const DecStream& st, int c,
-                                            float (&ws)[2], uint32_t (&wz)[2]) {
-  const int so = group_of_chunk(p, c) * p.n_pad;
-  ws[0] = __ldg(st.s + so);
-  ws[1] = __ldg(st.s + so + 8);
-  wz[0] = __ldg(st.z + so);
-  wz[1] = __ldg(st.z + so + 8);
-}
-
-// xoff: this lane's token row of x + 16 channels * t, in elements (a 32-bit offset from the
-// parameter's base: a per-lane 64-bit pointer was rematerialized in every chunk).
-template <int F, int XL>
-__device__ __forceinline__ void dec_load_x(const KParams& p, int xoff, int c, uint4 (&xv)[XL]) {
-  constexpr int kElems = 64;  // a 64-channel chunk of x: BF16 (W4) or 8-bit codes
-  const uint4* xp =
-      F == kW4
-          ? reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + xoff + c * kElems)
-          : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) + xoff + c * kElems);
-#pragma unroll
-  for (int h = 0; h < XL; ++h) xv[h] = __ldg(xp + h);
-}
-
-// kPair (W4 with an even number of chunks per group, cpw even): the two chunks of a pair share
-// one group, so their scales and zeros are loaded once (half the scale loads and registers).
-template <int F, int U, typename TOut, bool kPair = false>
-__global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) {
-  using Acc = std::conditional_t<F == kI8Ch, int, float>;
-  constexpr bool kW4F = F == kW4;
-  constexpr int WL = kW4F ? 1 : 2;  // 16-byte code loads per lane per chunk
-  constexpr int XL = kW4F ? 2 : 1;  // 16-byte activation loads per lane per chunk
-  const int kw = blockDim.x >> 5;
-  const int wk = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int tile = blockIdx.x;
-  const int row_g = tile * 16 + g;
-  const int kpad = p.nchunks * static_cast<int>(kChunk);
-  const int cb = wk * cpw;
-  const int ce = min(p.nchunks, cb + cpw);
-  const bool tok_ok = g < p.m;  // this lane's B-fragment token
-
-  DecStream st;
-  if constexpr (kW4F) {
-    st.w = p.codes + static_cast<int64_t>(tile) * p.nchunks * 512 + 16 * lane;
-    st.s = p.wscale + row_g;
-    st.z = p.zeros + row_g;
-  } else {
-    st.w = p.codes + static_cast<int64_t>(row_g) * kpad + 16 * t;
-  }
-  const int xoff = g * p.ldx + 16 * t;  // read only where tok_ok
-
-  static_assert(U % 2 == 0, "x double buffer and chunk pairs take U even");
-  constexpr int kSS = kPair ? 2 : 1;  // chunks per scale slot
-  uint4 wv[U][WL];
-  float ws[U][2];
-  uint32_t wz[U][2];
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-    if (cb + u < ce) {
-      dec_load_w<F, WL>(st, kpad, cb + u, wv[u]);
-      if constexpr (kW4F)
-        if (u % kSS == 0) dec_load_sz(p, st, cb + u, ws[u], wz[u]);
-    }
-  if constexpr (kW4F) {
-    // The warp's codes are one contiguous run (the tile layout is chunk-major per tile): one
-    // request brings the part past the ring into L2, so the ring's loads find it there.
-    if (p.w4_l2_prefetch && lane == 0 && cb + U < ce)
-      l2_prefetch_bulk(st.w + (cb + U) * 512, static_cast<uint32_t>(ce - cb - U) * 512);
-  }
-  pdl_wait();  // x (and its scales) come from the previous kernel
-  pdl_trigger();
-
-  Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-  // x of chunks c and c + 1 in two buffers, chunk c in xb[(c - cb) & 1] (U is even, so that
-  // is xb[u & 1]): no register copies between chunks. A lane past the last token never loads,
-  // so its buffers stay zero.
-  uint4 xb[2][XL];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int h = 0; h < XL; ++h) xb[i][h] = make_uint4(0, 0, 0, 0);
-  if (tok_ok && cb < ce) dec_load_x<F, XL>(p, xoff, cb, xb[0]);
-  for (int c0 = cb; c0 < ce; c0 += U) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = c0 + u;
-      if (c < ce) {
-        const uint4(&xc)[XL] = xb[u & 1];
-        if (tok_ok && c + 1 < ce) dec_load_x<F, XL>(p, xoff, c + 1, xb[(u + 1) & 1]);
-        const int su = u - u % kSS;  // this chunk's scale slot (a constant once unrolled)
-        if constexpr (kW4F) {
-          const uint32_t z0 = w4_zero2(wz[su][0]), z1 = w4_zero2(wz[su][1]);
-          float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            uint32_t a[4];
-            w4_frag(word(wv[u][0], s), z0, z1, a);
-            mma_bf16(ct, a, word(xc[s >> 1], (s & 1) * 2), word(xc[s >> 1], (s & 1) * 2 + 1));
-          }
-          acc[0] = fmaf(ct[0], ws[su][0], acc[0]);
-          acc[1] = fmaf(ct[1], ws[su][0], acc[1]);
-          acc[2] = fmaf(ct[2], ws[su][1], acc[2]);
-          acc[3] = fmaf(ct[3], ws[su][1], acc[3]);
-        } else if constexpr (F == kFp8Blk) {
-          const int kb = group_of_chunk(p, c);
-          const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
-          const float sw0 =
-              __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
-          const float sw1 =
-              __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
-          const int ta = 2 * t;
-          const float sx0 =
-              ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;
-          const float sx1 = ta + 1 < p.m
-                                ? __ldg(p.xscale + static_cast<int64_t>(ta + 1) * p.scale_cols + kb)
-                                : 0.0f;
-          float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            const uint32_t a[4] = {word(wv[u][0], 2 * s), word(wv[u][1], 2 * s),
-                                   word(wv[u][0], 2 * s + 1), word(wv[u][1], 2 * s + 1)};
-            mma_8bit(ct, a, word(xc[0], 2 * s), word(xc[0], 2 * s + 1));
-          }
-          acc[0] = fmaf(ct[0], sw0 * sx0, acc[0]);
-          acc[1] = fmaf(ct[1], sw0 * sx1, acc[1]);
-          acc[2] = fmaf(ct[2], sw1 * sx0, acc[2]);
-          acc[3] = fmaf(ct[3], sw1 * sx1, acc[3]);
-        } else {
-#pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            const uint32_t a[4] = {word(wv[u][0], 2 * s), word(wv[u][1], 2 * s),
-                                   word(wv[u][0], 2 * s + 1), word(wv[u][1], 2 * s + 1)};
-            mma_8bit(acc, a, word(xc[0], 2 * s), word(xc[0], 2 * s + 1));
-          }
-        }
-        if (c + U < ce) dec_load_w<F, WL>(st, kpad, c + U, wv[u]);
-        if constexpr (kW4F)  // the slot's last chunk is done: the next pair's scales
-          if (u % kSS == kSS - 1 && c + U - (kSS - 1) < ce)
-            dec_load_sz(p, st, c + U - (kSS - 1), ws[su], wz[su]);
-      }
-    }
-  }
-
-  // Sum the KW partials in warp order; thread j of the block finishes accumulator slot j
-  // (fragment register j / 32 of lane j % 32).
-  extern __shared__ __align__(16) unsigned char dec_smem[];
-  Acc* red = reinterpret_cast<Acc*>(dec_smem);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) red[(wk * 4 + i) * 32 + lane] = acc[i];
-  __syncthreads();
-  for (int j = threadIdx.x; j < 128; j += blockDim.x) {
-    const int i = j >> 5, l = j & 31;
-    Acc sum = Acc(0);
-    for (int w = 0; w < kw; ++w) sum += red[(w * 4 + i) * 32 + l];
-    const int row = tile * 16 + (l >> 2) + (i >= 2 ? 8 : 0);
-    const int tok = 2 * (l & 3) + (i & 1);
-    if (row >= p.n || tok >= p.m) continue;
-    finish_output<F, TOut>(p, tok, row, static_cast<float>(sum));
-  }
-}
-
-constexpr int kDecMaxWarps = 16;
-
-// Warps per tile: the most (at most 16, at least U chunks each) that keep the whole grid in one
-// wave at 64 registers per thread (floor(32 / KW) blocks per SM), but never fewer than `least`
-// that get U chunks each. W4 asks for 4: with so many tiles that one wave leaves fewer
-// (Llama-3-8B's stacked gate_up: 1,792 tiles, 2 warps), 4 warps a tile in 1.7 waves keep every
-// SM full — 24.2 us against 27.7 at M = 1 (BENCHMARKS.md run 15, a sweep of warps and rings).
-int decode_warps(const KParams& p, int u, int least) {
-  const int sms = device_properties().multiProcessorCount;
-  const int tiles = p.n_pad / 16;
-  int kw = kDecMaxWarps;
-  while (kw > 1 && (static_cast<int64_t>(tiles) > static_cast<int64_t>(sms) * (32 / kw) ||
-                    p.nchunks < kw * u))
-    --kw;
-  return kw < least && p.nchunks >= least * u ? least : kw;
-}
-
-template <int F, typename TOut>
-void launch_decode(const KParams& p, cudaStream_t stream) {
-  // FP8 block at U = 4 spills (its per-chunk scale loads); the others fit 64 registers. W4
-  // runs 2-chunk rings too: 2-5 % faster than 4 at M = 1 on Llama-3-8B's q/k/v, o and down
-  // (BENCHMARKS.md run 15).
-  const int u = g_dec_u == 2 || g_dec_u == 4 ? g_dec_u : (F == kFp8Blk || F == kW4 ? 2 : 4);
-  const int kw =
-      g_dec_kw > 0 ? std::min(g_dec_kw, kDecMaxWarps) : decode_warps(p, u, F == kW4 ? 4 : 1);
-  // W4 with an even number of chunks per group (group 128: 2) pairs its chunks: every warp's
-  // run starts on an even chunk (cpw even), so chunks 2i and 2i + 1 are in one group.
-  const bool pair = F == kW4 && p.chunks_per_group % 2 == 0;
-  int cpw = static_cast<int>(ceil_div(p.nchunks, kw));
-  if (pair) cpw += cpw & 1;
-  const dim3 grid(static_cast<unsigned>(p.n_pad / 16));
-  const size_t smem = static_cast<size_t>(kw) * 128 * 4;
-  auto launch = [&](auto paired) {  // paired: std::bool_constant (only W4 instantiates true)
-    constexpr bool kPair = decltype(paired)::value;
-    if (u == 2)
-      launch_pdl(qdec_kernel<F, 2, TOut, kPair>, grid, kw * 32, smem, stream, p, cpw);
-    else
-      launch_pdl(qdec_kernel<F, 4, TOut, kPair>, grid, kw * 32, smem, stream, p, cpw);
-  };
-  if constexpr (F == kW4) {
-    if (pair) {
-      launch(std::true_type{});
-    } else {
-      launch(std::false_type{});
-    }
-  } else {
-    launch(std::false_type{});
-  }
-  KITE_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void set_quant_decode_override(int path, int kw, int u) {
@@ -625,6 +377,25 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
   }
 }
 
+// W4's BF16 activations as the kernels read them: x itself, or (act order, input_scale, K not a
+// whole number of chunks) gathered / scaled / padded into the workspace's start.
+void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf16* xb,
+                            int64_t m, void* workspace, cudaStream_t stream) {
+  const int64_t k = w.in_features, kp = w.padded_in;
+  const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
+  p.chunks_per_group = static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
+  if (!w.perm.defined() && !is && k % kChunk == 0) {
+    p.x = xb;
+    p.ldx = static_cast<int>(k);
+  } else {
+    auto* xp = static_cast<bf16*>(workspace);
+    launch_w4_prep(xb, m, k, kp, w.perm.defined() ? w.perm.data<int32_t>() : nullptr, is, xp,
+                   stream);
+    p.x = xp;
+    p.ldx = static_cast<int>(kp);
+  }
+}
+
 }  // namespace
 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
@@ -649,8 +420,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   KITE_CUDA_OP_CHECK(!ys.empty() && ys.size() <= 4, kOp, "1 to 4 outputs");
   KITE_CUDA_OP_CHECK(ys.size() == 1 || quantized_split_applies(w, m, ys.size()), kOp,
                      "split outputs are not taken by the cuBLASLt routes (FP8 / INT8 per channel "
-                     "above " +
-                         std::to_string(kLtMinRows) + " rows, INT4 above " +
+                     "above " + std::to_string(kLtMinRows) + " rows, INT4 above " +
                          std::to_string(kW4DequantMinRows) + ")");
   int64_t width_sum = 0;
   for (Tensor* y : ys) {
@@ -692,25 +462,14 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   const bf16* xb = x.data<bf16>();
   auto* ws = static_cast<uint8_t*>(workspace);
   if (f == kW4) {
-    p.chunks_per_group = static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
-    p.w4_l2_prefetch = g_w4_l2_prefetch;
-    if (!w.perm.defined() && !is && k % kChunk == 0) {
-      p.x = xb;
-      p.ldx = static_cast<int>(k);
-    } else {
-      auto* xp = reinterpret_cast<bf16*>(ws);
-      launch_w4_prep(xb, m, k, kp, w.perm.defined() ? w.perm.data<int32_t>() : nullptr, is, xp,
-                     stream);
-      p.x = xp;
-      p.ldx = static_cast<int>(kp);
-    }
+    prepare_w4_activations(p, w, xb, m, ws, stream);
     // Many rows: W expanded to BF16 once, then one cuBLASLt GEMM (bias in y's dtype there).
     if (takes_lt_route(w, m) && (!bias || bias->dtype() == y.dtype())) {
       auto* wd = reinterpret_cast<bf16*>(ws + round_up(m * kp * 2, 256));
       launch_w4_dequant(p.codes, p.wscale, p.zeros, w.padded_out, kp, p.chunks_per_group, wd,
                         stream);
-      const Tensor xt =
-          Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr, Device::kCuda);
+      const Tensor xt = Tensor::wrap(const_cast<void*>(p.x), {m, kp}, DType::kBF16, nullptr,
+                                     Device::kCuda);
       const Tensor wt = Tensor::wrap(wd, {n, kp}, DType::kBF16, nullptr, Device::kCuda);
       linear(blas, xt, wt, bias, y, stream);
       return;
@@ -732,11 +491,13 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // vectors, INT8's are applied to the exact S32 product after.
     if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m)) {
       void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
-      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
-                                          m, kp, kp, bias, y, static_cast<float*>(acc), stream))
+      if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
+                                          sx, m, kp, kp, bias, y, static_cast<float*>(acc),
+                                          stream))
         return;
-      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q, sx,
-                                          m, kp, kp, bias, y, static_cast<int32_t*>(acc), stream))
+      if (f == kI8Ch && int8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
+                                          sx, m, kp, kp, bias, y, static_cast<int32_t*>(acc),
+                                          stream))
         return;
     }
   }
@@ -757,6 +518,11 @@ const bool g_gated_auto = !env_switched_off("KITE_CUDA_QGEMV_GATED");
 const bool g_gated_fq = !env_switched_off("KITE_CUDA_QGEMV_GATED_FQ");
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
   const Fmt f = fmt_of(w.format);
+  // W4: where the decode kernel takes the linear (M <= 8, not forced elsewhere), with whole
+  // 16-row tiles in each half.
+  if (f == kW4)
+    return g_gated_auto && m <= 8 && !takes_bulk(f, m) && (g_dec_path == 0 || g_dec_path == 2) &&
+           w.out_features % 32 == 0;
   return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) &&
          (g_gated_fq || m > kFusedQuantRows) && w.out_features % 16 == 0;
 }
@@ -772,8 +538,8 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   KITE_CUDA_OP_CHECK(out.numel() == m * half && out.size(-1) == half, kGatedOp,
                      "out must be [M, out_features / 2]");
   KITE_CUDA_OP_CHECK(quantized_silu_mul_applies(w, m), kGatedOp,
-                     "needs FP8 / INT8 per-channel weights, 3 to 8 rows and out_features a "
-                     "multiple of 16 (quantized_silu_mul_applies)");
+                     "needs FP8 / INT8 per-channel or INT4 weights, at most 8 rows and "
+                     "out_features a multiple of 16 (INT4: 32; quantized_silu_mul_applies)");
   KITE_CUDA_OP_CHECK(!bytes_overlap(x, out), kGatedOp, "out must not alias x");
   KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kGatedOp,
                      "x must be 16-byte aligned");
@@ -788,6 +554,10 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   p.n = static_cast<int>(half);  // the output features; the up rows start at row n
   p.y = out.raw();
   p.seg_count = 1;
+  if (f == kW4) {
+    prepare_w4_activations(p, w, x.data<bf16>(), m, workspace, stream);
+    return launch_qdec_w4_silu(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
+  }
   const ActivationCodes codes =
       point_at_activation_codes(p, static_cast<uint8_t*>(workspace), m, w.padded_in);
   prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, stream);

@@ -118,11 +118,11 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
                             size_t workspace_bytes, cudaStream_t stream);
 
 // out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
-// weight [2I, K], in one bulk-GEMV launch (no bias). Applies (quantized_silu_mul_applies) to
-// FP8 / INT8 per channel at M <= 8 on the bulk GEMV with I % 8 == 0 (at M <= 2 quantizing the
-// activations in-block); KITE_CUDA_QGEMV_GATED=0 turns it off, KITE_CUDA_QGEMV_GATED_FQ=0
-// only at M <= 2. The workspace is
-// quantized_linear_workspace_bytes(w, M).
+// weight [2I, K], in one launch (no bias). Applies (quantized_silu_mul_applies) to FP8 / INT8
+// per channel at M <= 8 on the bulk GEMV with I % 8 == 0 (at M <= 2 quantizing the
+// activations in-block), and to INT4 at M <= 8 on the decode kernel with I % 16 == 0;
+// KITE_CUDA_QGEMV_GATED=0 turns it off, KITE_CUDA_QGEMV_GATED_FQ=0 only FP8 / INT8 at M <= 2.
+// The workspace is quantized_linear_workspace_bytes(w, M).
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m);
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream);
