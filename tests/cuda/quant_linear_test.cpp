@@ -227,8 +227,9 @@ TEST(CudaQuantLinear, Int4DecodeKernelsTakeAnyGroupSize) {
   auto rng = test_rng();
   struct G { int64_t group, k; };
   struct P { int path, kw, u; };
+  // Group 128 with an even chunk count (4096, 1024) takes the lean kernel, the rest qdec_kernel.
   for (const G& gk : {G{64, 4160}, G{192, 4224}, G{128, 8256}, G{128, 960}, G{256, 4096},
-                      G{1000, 1000}})
+                      G{1000, 1000}, G{128, 4096}, G{128, 1024}})
     for (int64_t m : {1, 2, 8})
       for (const P& pv : {P{3, 0, 0}, P{2, 0, 0}, P{2, 3, 2}}) {
         SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +

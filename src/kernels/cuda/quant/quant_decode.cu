@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
@@ -233,6 +234,86 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
   dec_finish<F, TOut, kGated>(p, acc, reinterpret_cast<Acc*>(dec_smem), kwt);
 }
 
+// The W4 decode kernel's lean form, for group 128 (a chunk pair is one group) and an even
+// number of chunks (each warp then owns whole pairs): the warp keeps its code, x, scale and zero
+// pointers and advances them once a pair, and the loop has one bound (the pair count) instead
+// of per-chunk checks. Why: in qdec_kernel's SASS a chunk took ~93 instructions of which 52 are
+// the work; the rest rebuilt addresses every chunk under the 64-register cap and tested bounds
+// (BENCHMARKS.md run 19). The same chunks in the same order through the same w4_chunk, so it
+// equals qdec_kernel bit for bit: the next pair's codes are requested as each chunk's MMAs
+// finish with its registers, x of the next chunk as the current one's MMAs run, the next
+// pair's scales after the pair.
+template <typename TOut, bool kGated>
+__global__ void __launch_bounds__(512, 2) qdec_w4_lean_kernel(const KParams p, int cpw) {
+  const int kw = blockDim.x >> 5;
+  const int wk = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int kwt = kGated ? kw >> 1 : kw;
+  const bool up_half = kGated && wk >= kwt;
+  const int wt = up_half ? wk - kwt : wk;
+  const int tile = blockIdx.x + (up_half ? p.n / 16 : 0);
+  const int row_g = tile * 16 + g;
+  const int cb = wt * cpw;  // even
+  const int pairs = max(0, min(p.nchunks, cb + cpw) - cb) >> 1;
+  const bool tok_ok = g < p.m;
+
+  // A chunk is 32 uint4 of codes (16 bytes a lane) and 8 uint4 of a token's x (64 BF16).
+  const uint4* w = reinterpret_cast<const uint4*>(
+                       p.codes + (static_cast<int64_t>(tile) * p.nchunks + cb) * 512) + lane;
+  const float* s = p.wscale + static_cast<int64_t>(cb >> 1) * p.n_pad + row_g;
+  const uint8_t* z = p.zeros + static_cast<int64_t>(cb >> 1) * p.n_pad + row_g;
+  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
+                                                  static_cast<int64_t>(g) * p.ldx + 16 * t) +
+                   cb * 8;
+  uint4 w0 = make_uint4(0, 0, 0, 0), w1 = w0;
+  float ws[2] = {0.0f, 0.0f};
+  uint32_t wz[2] = {0, 0};
+  if (pairs > 0) {
+    w0 = __ldcs(w);
+    w1 = __ldcs(w + 32);
+    ws[0] = __ldg(s);
+    ws[1] = __ldg(s + 8);
+    wz[0] = __ldg(z);
+    wz[1] = __ldg(z + 8);
+  }
+  pdl_wait();  // x comes from the previous kernel
+  pdl_trigger();
+
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  uint4 x0[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)}, x1[2] = {x0[0], x0[0]};
+  if (tok_ok && pairs > 0) {
+    x0[0] = __ldg(x);
+    x0[1] = __ldg(x + 1);
+  }
+  for (int i = 0; i < pairs; ++i) {
+    const bool more = i + 1 < pairs;
+    if (tok_ok) {
+      x1[0] = __ldg(x + 8);
+      x1[1] = __ldg(x + 9);
+    }
+    w4_chunk(w0, x0, ws, wz, acc);
+    if (more) w0 = __ldcs(w + 64);
+    if (tok_ok && more) {
+      x0[0] = __ldg(x + 16);
+      x0[1] = __ldg(x + 17);
+    }
+    w4_chunk(w1, x1, ws, wz, acc);
+    if (more) {
+      w1 = __ldcs(w + 96);
+      s += p.n_pad;
+      z += p.n_pad;
+      ws[0] = __ldg(s);
+      ws[1] = __ldg(s + 8);
+      wz[0] = __ldg(z);
+      wz[1] = __ldg(z + 8);
+    }
+    w += 64;
+    x += 16;
+  }
+  extern __shared__ __align__(16) unsigned char dec_smem[];
+  dec_finish<kW4, TOut, kGated>(p, acc, reinterpret_cast<float*>(dec_smem), kwt);
+}
+
 constexpr int kDecMaxWarps = 16;
 
 // Warps per tile: the most (at most 16, at least U chunks each) that keep the whole grid in one
@@ -248,6 +329,12 @@ int decode_warps(const KParams& p, int u, int least) {
                     p.nchunks < kw * u))
     --kw;
   return kw < least && p.nchunks >= least * u ? least : kw;
+}
+
+// KITE_CUDA_W4_LEAN=0 keeps W4 at group 128 on qdec_kernel (an A/B switch).
+bool takes_lean(const KParams& p, int cpw) {
+  static const bool on = !env_switched_off("KITE_CUDA_W4_LEAN");
+  return on && p.chunks_per_group == 2 && p.nchunks % 2 == 0 && cpw % 2 == 0;
 }
 
 }  // namespace
@@ -274,7 +361,9 @@ void launch_qdec(const KParams& p, const DecodeOverride& o, cudaStream_t stream)
       launch_pdl(qdec_kernel<F, 4, TOut, kPair>, grid, kw * 32, smem, stream, p, cpw);
   };
   if constexpr (F == kW4) {
-    if (pair) {
+    if (takes_lean(p, cpw)) {
+      launch_pdl(qdec_w4_lean_kernel<TOut, false>, grid, kw * 32, smem, stream, p, cpw);
+    } else if (pair) {
       launch(std::true_type{});
     } else {
       launch(std::false_type{});
@@ -298,7 +387,9 @@ void launch_qdec_w4_silu(const KParams& p, const DecodeOverride& o, cudaStream_t
   const dim3 grid(static_cast<unsigned>(p.n / 16));
   const int threads = 2 * kwt * 32;
   const size_t smem = static_cast<size_t>(2 * kwt) * 128 * 4;
-  if (pair)
+  if (takes_lean(p, cpw))
+    launch_pdl(qdec_w4_lean_kernel<bf16, true>, grid, threads, smem, stream, p, cpw);
+  else if (pair)
     launch_pdl(qdec_kernel<kW4, 2, bf16, true, true>, grid, threads, smem, stream, p, cpw);
   else
     launch_pdl(qdec_kernel<kW4, 2, bf16, false, true>, grid, threads, smem, stream, p, cpw);
