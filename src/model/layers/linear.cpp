@@ -60,6 +60,17 @@ Status place_quantized(Backend& be, const std::string& name, Linear& l) {
   return ok_status();
 }
 
+// The fp32 weight of `l` (the parts `keys`, `outs` rows each) through the plan, then into the
+// backend: its quantized form where the plan quantized it, else the weight uploaded.
+Status finish_and_place(Backend& be, const WeightStore& weights,
+                        const std::vector<std::string>& keys, const std::vector<int64_t>& outs,
+                        Linear& l) {
+  KITE_RETURN_IF_ERROR(finish_load(weights, keys, outs, l));
+  if (l.quant) return place_quantized(be, keys[0], l);
+  l.weight = be.upload(l.weight);
+  return ok_status();
+}
+
 // Dummy weights with --quantization on a backend that makes them itself: the quantized form
 // straight from the shape (an 8B model is not generated and quantized on the host).
 std::optional<QuantFormat> dummy_format(const WeightStore& weights, const std::string& key) {
@@ -173,12 +184,7 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
     return l;
   }
   KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(name + ".weight", {out, in}));
-  KITE_RETURN_IF_ERROR(finish_load(weights, {name}, {out}, l));
-  if (l.quant) {
-    KITE_RETURN_IF_ERROR(place_quantized(be, name, l));
-    return l;
-  }
-  l.weight = be.upload(l.weight);
+  KITE_RETURN_IF_ERROR(finish_and_place(be, weights, {name}, {out}, l));
   return l;
 }
 
@@ -188,12 +194,7 @@ Result<Linear> Linear::load_alias(Backend& be, const WeightStore& weights,
   Linear l;
   if (load_dummy_quantized(be, weights, key, out, in, l)) return l;
   KITE_ASSIGN_OR_RETURN(l.weight, weights.get_f32(tensor, {out, in}));
-  KITE_RETURN_IF_ERROR(finish_load(weights, {key}, {out}, l));
-  if (l.quant) {
-    KITE_RETURN_IF_ERROR(place_quantized(be, key, l));
-    return l;
-  }
-  l.weight = be.upload(l.weight);
+  KITE_RETURN_IF_ERROR(finish_and_place(be, weights, {key}, {out}, l));
   return l;
 }
 
@@ -242,12 +243,7 @@ Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
     std::memcpy(l.weight.data<float>() + row * in, part.data<float>(), part.size_bytes());
     row += outs[i];
   }
-  KITE_RETURN_IF_ERROR(finish_load(weights, names, outs, l));
-  if (l.quant) {
-    KITE_RETURN_IF_ERROR(place_quantized(be, names[0], l));
-    return l;
-  }
-  l.weight = be.upload(l.weight);
+  KITE_RETURN_IF_ERROR(finish_and_place(be, weights, names, outs, l));
   return l;
 }
 
