@@ -192,11 +192,8 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
           w4_chunk(wv[u][0], xc, ws[su], wz[su], acc);
         } else if constexpr (F == kFp8Blk) {
           const int kb = group_of_chunk(p, c);
-          const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
-          const float sw0 =
-              __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
-          const float sw1 =
-              __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
+          float sw0, sw1;
+          fp8_block_row_scales(p, row_g, kb, sw0, sw1);
           const int ta = 2 * t;
           const float sx0 =
               ta < p.m ? __ldg(p.xscale + static_cast<int64_t>(ta) * p.scale_cols + kb) : 0.0f;

@@ -131,6 +131,15 @@ __device__ __forceinline__ int group_of_chunk(const KParams& p, int c) {
   return c / p.chunks_per_group;
 }
 
+// FP8 block: the weight scales of rows g and g + 8 of a tile (row_g = its row g) in scale
+// column kb, rows past N clamped to the last (their outputs are not stored).
+__device__ __forceinline__ void fp8_block_row_scales(const KParams& p, int row_g, int kb,
+                                                     float& sw0, float& sw1) {
+  const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
+  sw0 = __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
+  sw1 = __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
+}
+
 template <typename TOut>
 __device__ __forceinline__ void store_y(const KParams& p, int tok, int row, float v) {
   if (p.seg_count <= 1) {

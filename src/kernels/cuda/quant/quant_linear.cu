@@ -148,11 +148,8 @@ __global__ void __launch_bounds__(WR* KW * 32) qmma_kernel(const KParams p) {
         }
       } else if constexpr (F == kFp8Blk) {
         const int kb = group_of_chunk(p, c);
-        const int r0 = min(row_g, p.n - 1), r1 = min(row_g + 8, p.n - 1);
-        const float sw0 =
-            __ldg(p.wscale + static_cast<int64_t>(r0 / p.block_rows) * p.scale_cols + kb);
-        const float sw1 =
-            __ldg(p.wscale + static_cast<int64_t>(r1 / p.block_rows) * p.scale_cols + kb);
+        float sw0, sw1;
+        fp8_block_row_scales(p, row_g, kb, sw0, sw1);
         float ct[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; ++j)
