@@ -1,6 +1,7 @@
 // The quantized decode kernel (M <= 8, one token tile; quant_kernel.cuh declares its launches):
-// per-tile register rings streaming each warp's run of the weight, tensor-core MMAs on it, and
-// the W4 gated form that writes silu(gate) * up. Internal to src/kernels/cuda/quant.
+// per-tile register rings streaming each warp's run of the weight, tensor-core MMAs on it; W4's
+// lean form for group 128 (qdec_w4_lean_kernel, what real shapes take); and the W4 gated form
+// that writes silu(gate) * up. Internal to src/kernels/cuda/quant.
 #include <cuda_bf16.h>
 
 #include <algorithm>
