@@ -106,6 +106,29 @@ Status Interpreter::exec(const Node& n, Env& env, std::string& out, Flow& flow) 
   }
 }
 
+namespace {
+
+// Whether `v` holds the namespace whose fields are `ns` (is it, or holds it inside an array,
+// object or namespace). `{% set ns.x = ns %}` would make a namespace hold itself: a reference
+// cycle its shared pointers never free (found by the chat-template fuzzer). Past `depth_left`
+// levels the answer is a conservative yes.
+bool holds_namespace(const Value& v, const Object* ns, int depth_left = 64) {
+  if (depth_left == 0) return v.is_array() || v.is_object() || v.is_namespace();
+  auto any_field = [&](const Object& fields) {
+    for (const auto& [k, f] : fields)
+      if (holds_namespace(f, ns, depth_left - 1)) return true;
+    return false;
+  };
+  if (v.is_namespace()) return &v.namespace_fields() == ns || any_field(v.namespace_fields());
+  if (v.is_object()) return any_field(v.as_object());
+  if (v.is_array())
+    for (const Value& e : v.as_array())
+      if (holds_namespace(e, ns, depth_left - 1)) return true;
+  return false;
+}
+
+}  // namespace
+
 Status Interpreter::exec_set(const Node& n, Env& env) {
   Value rhs;
   if (n.b) {
@@ -127,6 +150,8 @@ Status Interpreter::exec_set(const Node& n, Env& env) {
       return error(n, "namespace attributes are assigned as ns.name");
     }
     Object& fields = object.namespace_fields();
+    if (holds_namespace(rhs, &fields))
+      return error(n, "a namespace cannot hold itself (ns." + target.b->name + " = ns)");
     for (auto& [k, v] : fields) {
       if (k == target.b->name) {
         v = std::move(rhs);

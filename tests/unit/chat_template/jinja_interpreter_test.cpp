@@ -157,6 +157,18 @@ TEST(JinjaStatementTest, LoopsScopesNamespacesMacros) {
             "012");
   EXPECT_EQ(ok("{% for c in 'ab' %}{{ c }}.{% endfor %}"), "a.b.");  // strings iterate (Python)
   EXPECT_THAT(err("{% set x.y = 1 %}", {{"x", {{"y", 0}}}}), HasSubstr("only of a namespace()"));
+  // A namespace may hold another but never itself, directly or inside a list (a reference
+  // cycle that would never be freed: the chat-template fuzzer's leak).
+  EXPECT_EQ(ok("{% set a = namespace(n=1) %}{% set b = namespace(x=0) %}{% set b.x = a %}"
+               "{{ b.x.n }}"),
+            "1");
+  EXPECT_THAT(err("{% set ns = namespace(n=0) %}{% set ns.n = ns %}"),
+              HasSubstr("cannot hold itself"));
+  EXPECT_THAT(err("{% set ns = namespace(n=0) %}{% set ns.n = [1, ns] %}"),
+              HasSubstr("cannot hold itself"));
+  EXPECT_THAT(err("{% set a = namespace(n=0) %}{% set b = namespace(x=0) %}{% set b.x = a %}"
+                  "{% set a.n = b %}"),
+              HasSubstr("cannot hold itself"));
 }
 
 TEST(JinjaWhitespaceTest, TrimAndLstripBlocksAndDashes) {
