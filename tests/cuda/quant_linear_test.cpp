@@ -412,7 +412,8 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
   for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                         QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
     for (int path : {1, 2, 3})
-      for (int64_t m : {1, 5, 8, 16}) {
+      for (int64_t m : {1, 5, 8, 16, 64}) {
+        if (m == 64 && f != QuantFormat::kInt4Group) continue;  // the cuBLASLt routes: below
         const QuantizedWeight q =
             f == QuantFormat::kInt4Group ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
             : f == QuantFormat::kFp8Block ? quantize_fp8_block(random_host({n, k}, rng, -0.05f, 0.05f), 128, 128)
@@ -461,6 +462,64 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
       quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128), test_stream());
   EXPECT_TRUE(quantized_split_applies(int4, 128, 3));
   EXPECT_FALSE(quantized_split_applies(int4, 129, 3));
+}
+
+// The W4A16 GEMM past decode sizes (quant_w4_gemm.cu, 9 to 128 rows) against the CPU op and
+// against the tensor-core kernel it replaced (set_w4_gemm_override(-1)): token blocks of 16,
+// 32 and 64 with M just past each (17, 33) and several token blocks (100, 128); N of a partial
+// 128-row block (300), of one 16-row tile (16) and of many blocks (4200); K padded (1000) and
+// of several stages per slice; group sizes 64 (a group per chunk), 128, 192 (groups straddling
+// stages and slices) and 256; split-K automatic, 1, 2 and 5 slices (the last slice short or
+// empty); bias, F32 and BF16 outputs. Each forced split runs twice on one stream: the first
+// launch must leave its arrival counters zero for the next.
+TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
+  auto rng = test_rng();
+  struct S { int64_t n, k, group; };
+  const S shapes[] = {{300, 1000, 128}, {16, 4160, 64}, {4200, 1024, 128}, {200, 4224, 192},
+                      {136, 8192, 256}};
+  const int64_t ms[] = {9, 16, 17, 32, 33, 64, 100, 128};
+  int i = 0;
+  for (const S& sh : shapes)
+    for (int64_t m : ms) {
+      ++i;
+      if ((i + static_cast<int>(m)) % 3 == 0 && sh.n == 4200) continue;  // keep the test short
+      const QuantizedWeight q =
+          quantize_int4_group(random_host({sh.n, sh.k}, rng, -0.05f, 0.05f), sh.group);
+      Tensor x = random_host({m, sh.k}, rng);
+      round_to(x, DType::kBF16);
+      Tensor b = random_host({sh.n}, rng);
+      const bool bias = i % 2 == 0;
+      Tensor ref = Tensor::empty({m, sh.n});
+      ops::quantized_linear(x, q, bias ? &b : nullptr, ref);
+      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+      const Tensor dx = upload(x, DType::kBF16), db = upload(b, DType::kF32);
+      const DType out = i % 3 == 0 ? DType::kBF16 : DType::kF32;
+      Tensor old_kernel = device_poisoned({m, sh.n}, out);
+      {
+        set_w4_gemm_override(-1);
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+        quantized_linear(blas(), dx, dw, bias ? &db : nullptr, old_kernel, ws.data(),
+                         ws.size_bytes(), test_stream());
+      }
+      const Tensor old_host = download(old_kernel);
+      for (int mode : {0, 1, 2, 5}) {
+        SCOPED_TRACE("N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k) + " group " +
+                     std::to_string(sh.group) + " M=" + std::to_string(m) + " mode " +
+                     std::to_string(mode) + (bias ? " bias" : "") + " out " + dtype_label(out));
+        set_w4_gemm_override(mode);
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+        for (int rep = 0; rep < (mode > 1 ? 2 : 1); ++rep) {
+          Tensor y = device_poisoned({m, sh.n}, out);
+          quantized_linear(blas(), dx, dw, bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
+                           test_stream());
+          KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+          const Tensor h = download(y);
+          EXPECT_LE(rel_error(h, ref), out == DType::kBF16 ? 5e-3 : 1e-4) << "rep " << rep;
+          EXPECT_LE(rel_error(h, old_host), out == DType::kBF16 ? 1e-2 : 1e-5) << "rep " << rep;
+        }
+      }
+      set_w4_gemm_override(0);
+    }
 }
 
 TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group); }
@@ -678,6 +737,63 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
           std::printf("%-17s %-4s%3d %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n",
                       std::string(quant_format_name(formats[fi])).c_str(), v.name, v.kw, m, n, k,
                       qs, qt, bytes / qt / 1e3, bytes / 1e6, bt / qt);
+        }
+      }
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+    }
+  }
+}
+
+// Batches past decode sizes (M = 16 .. 256), each format on its automatic route against the
+// BF16 linear (cuBLASLt there): issue 7 asks W4A16 to stay fast from batch 1 to 64.
+TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
+  constexpr int kCopies = 4;
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
+  const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                                 QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
+  std::printf("%-17s %3s %5s %6s %9s %8s %8s\n", "format", "M", "N", "K", "us_stream", "GB/s",
+              "x_bf16");
+  for (const auto& [n, k] : shapes) {
+    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
+    std::vector<std::vector<DeviceQuantizedWeight>> wq;
+    for (QuantFormat f : formats) {
+      wq.emplace_back();
+      for (int c = 0; c < kCopies; ++c)
+        wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
+    }
+    auto rng = test_rng();
+    for (int64_t m : {16, 32, 64, 128, 256}) {
+      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+      Tensor y = device_empty({m, n}, DType::kBF16);
+      const double bt = time_us(
+          [&](int c) { linear(blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies).second;
+      std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "bf16", m, n, k, bt,
+                  static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
+      for (size_t fi = 0; fi < 4; ++fi) {
+        const auto& w = wq[fi];
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+        const double qt = time_us(
+            [&](int c) {
+              quantized_linear(blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
+                               test_stream());
+            },
+            kCopies).second;
+        std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n",
+                    std::string(quant_format_name(formats[fi])).c_str(), m, n, k, qt,
+                    static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
+        if (fi == 0 && m <= 128) {  // W4A16 on the tensor-core kernel the GEMM replaced
+          set_w4_gemm_override(-1);
+          DeviceBuffer ws_old(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+          const double ot = time_us(
+              [&](int c) {
+                quantized_linear(blas(), dx, w[c], nullptr, y, ws_old.data(),
+                                 ws_old.size_bytes(), test_stream());
+              },
+              kCopies).second;
+          set_w4_gemm_override(0);
+          std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "int4_qmma_kernel", m, n, k, ot,
+                      static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
         }
       }
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));

@@ -52,12 +52,12 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 
-echo "== p50 ms per decode step"
+echo "== p50 ms per decode step (then per prefill, in brackets)"
 for c in "${RUNS[@]}"; do
   name=${c%%:*}
   printf '%-14s' "$name"
   for round in $(seq 1 "${ROUNDS:-2}"); do
-    python3 -c "import json,sys; print('%9.3f' % json.load(open(sys.argv[1]))['result']['decode_ms_per_step']['p50'], end='')" \
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['result']; print('%9.3f [%7.2f]' % (r['decode_ms_per_step']['p50'], r['prefill_ms']['p50']), end='')" \
       "$OUT/${name}_r$round.json" 2>/dev/null || printf '%9s' "-"
   done
   echo

@@ -138,4 +138,8 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
 // per warp (0: 4, FP8 block 2).
 void set_quant_decode_override(int path, int kw = 0, int u = 0);
 
+// W4A16 past decode sizes (9 to 128 rows): -1 the tensor-core kernel (qmma_kernel), 0 the
+// W4A16 GEMM with automatic split-K, n > 0 that GEMM with n slices of K (benchmarks, tests).
+void set_w4_gemm_override(int mode);
+
 }  // namespace kite::cuda
