@@ -192,12 +192,11 @@ void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);
 template <int F>
 void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream);
 
-// The W4A16 GEMM past decode sizes (quant_w4_gemm.cu): slices of K for M rows of an n_pad x
-// nchunks weight (forced > 0 forces them; the counters allow up to 512 token x row blocks),
-// and the launch; `partials` holds splits x m x n_pad floats when splits > 1.
-int w4_gemm_splits(int64_t m, int64_t n_pad, int64_t nchunks, int forced);
+// The W4A16 GEMM past decode sizes (quant_w4_gemm.cu, 9 <= M <= 128): whether its blocks for M
+// rows of an n_pad-row weight fill every SM (where it is taken), and the launch.
+bool w4_gemm_fills_gpu(int64_t m, int64_t n_pad);
 template <typename TOut>
-void launch_w4_gemm(const KParams& p, int splits, float* partials, cudaStream_t stream);
+void launch_w4_gemm(const KParams& p, cudaStream_t stream);
 
 // Its in-block activation quantization (KParams::xq_src): at most this many rows, and rows x
 // padded K codes of at most this many bytes (shared memory beside the ring).

@@ -305,21 +305,16 @@ constexpr int64_t kLtMinRows = 16;
 constexpr int64_t kW4DequantMinRows = 128;
 
 namespace {
-// W4A16 from 9 rows to KITE_CUDA_W4_GEMM_MAX_ROWS (default 128): the GEMM of quant_w4_gemm.cu
-// (set_w4_gemm_override: -1 sends them back to the tensor-core kernel, n > 0 forces n slices of
-// K; KITE_CUDA_W4_GEMM=0 is the same A/B switch as -1).
+// W4A16 from 9 to 128 rows: the GEMM of quant_w4_gemm.cu where its 128-row blocks fill the GPU,
+// else the tensor-core kernel (set_w4_gemm_override: -1 always the tensor-core kernel, 1 the
+// GEMM at any width; KITE_CUDA_W4_GEMM=0 is the same A/B switch as -1).
 int g_w4_gemm_mode = env_switched_off("KITE_CUDA_W4_GEMM") ? -1 : 0;
-const int64_t g_w4_gemm_max_rows = [] {
-  const char* v = std::getenv("KITE_CUDA_W4_GEMM_MAX_ROWS");
-  return v ? std::max<int64_t>(8, std::atoll(v)) : kW4DequantMinRows;
-}();
 
 bool takes_w4_gemm(const DeviceQuantizedWeight& w, int64_t m) {
-  return w.format == QuantFormat::kInt4Group && m > 8 && m <= g_w4_gemm_max_rows &&
-         g_w4_gemm_mode >= 0;
-}
-int w4_gemm_splits_for(const DeviceQuantizedWeight& w, int64_t m) {
-  return w4_gemm_splits(m, w.padded_out, w.padded_in / kChunk, g_w4_gemm_mode);
+  if (w.format != QuantFormat::kInt4Group || m <= 8 || m > kW4DequantMinRows ||
+      g_w4_gemm_mode < 0)
+    return false;
+  return g_w4_gemm_mode > 0 || w4_gemm_fills_gpu(m, w.padded_out);
 }
 }  // namespace
 
@@ -328,21 +323,15 @@ void set_w4_gemm_override(int mode) { g_w4_gemm_mode = mode; }
 bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m) {
   if (w.format == QuantFormat::kFp8PerChannel || w.format == QuantFormat::kInt8PerChannel)
     return m > kLtMinRows;
-  return w.format == QuantFormat::kInt4Group && m > kW4DequantMinRows && !takes_w4_gemm(w, m);
+  return w.format == QuantFormat::kInt4Group && m > kW4DequantMinRows;
 }
 
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   const size_t kp = static_cast<size_t>(w.padded_in),
                mm = static_cast<size_t>(std::max<int64_t>(m, 0));
-  if (w.format == QuantFormat::kInt4Group) {  // x prepared; then W in BF16 or split-K sums
-    size_t extra = 0;
-    if (takes_lt_route(w, m)) extra = static_cast<size_t>(w.padded_out) * kp * 2;
-    if (takes_w4_gemm(w, m)) {
-      const int splits = w4_gemm_splits_for(w, m);
-      if (splits > 1) extra = static_cast<size_t>(splits) * mm * w.padded_out * 4;
-    }
-    return static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp * 2), 256)) + extra;
-  }
+  if (w.format == QuantFormat::kInt4Group)  // x prepared; above the threshold, W in BF16 too
+    return static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp * 2), 256)) +
+           (takes_lt_route(w, m) ? static_cast<size_t>(w.padded_out) * kp * 2 : 0);
   const size_t groups = w.format == QuantFormat::kFp8Block
                             ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols))
                             : 1;
@@ -488,12 +477,10 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   if (f == kW4) {
     prepare_w4_activations(p, w, xb, m, ws, stream);
     if (takes_w4_gemm(w, m)) {
-      auto* partials = reinterpret_cast<float*>(ws + round_up(m * kp * 2, 256));
-      const int splits = w4_gemm_splits_for(w, m);
       if (y.dtype() == DType::kF32)
-        launch_w4_gemm<float>(p, splits, partials, stream);
+        launch_w4_gemm<float>(p, stream);
       else
-        launch_w4_gemm<bf16>(p, splits, partials, stream);
+        launch_w4_gemm<bf16>(p, stream);
       return;
     }
     // Many rows: W expanded to BF16 once, then one cuBLASLt GEMM (bias in y's dtype there).

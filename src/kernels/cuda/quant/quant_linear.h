@@ -26,6 +26,11 @@
 // tile per block, K split over up to 16 warps (one wave of the grid), each warp a contiguous run
 // of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a register ring, same MMAs and
 // fragment orders (identical numerics), programmatic dependent launch.
+// W4A16 from 9 to 128 rows takes its own GEMM (quant_w4_gemm.cu) where its 128-row blocks fill
+// the GPU (Llama-3-8B's stacked gate_up): the block's 16, 32 or 64 tokens staged once in shared
+// memory for all of its warps through a cp.async ring beside the codes, group scales and zeros,
+// instead of every 32-row block and warp reading x through L1; narrower weights stay on the
+// tensor-core kernel, which measured faster there.
 // Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its weight rows,
 // so a large prefill would read the weight M/64 times. Hence the large-M routes through
 // cuBLASLt: FP8 / INT8 per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with outer-vector
@@ -138,8 +143,9 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
 // per warp (0: 4, FP8 block 2).
 void set_quant_decode_override(int path, int kw = 0, int u = 0);
 
-// W4A16 past decode sizes (9 to 128 rows): -1 the tensor-core kernel (qmma_kernel), 0 the
-// W4A16 GEMM with automatic split-K, n > 0 that GEMM with n slices of K (benchmarks, tests).
+// W4A16 past decode sizes (9 to 128 rows): -1 always the tensor-core kernel (qmma_kernel), 0
+// automatic (the W4A16 GEMM where its blocks fill the GPU), 1 that GEMM at any width (benchmarks,
+// tests).
 void set_w4_gemm_override(int mode);
 
 }  // namespace kite::cuda

@@ -1,31 +1,23 @@
-// The W4A16 GEMM for batches past decode sizes (9 <= M <= kW4GemmMaxRows): 128 weight rows per
+// The W4A16 GEMM for batches past decode sizes (9 <= M <= 128) on weights whose 128-row blocks
+// fill the GPU by themselves (Llama-3-8B's stacked gate_up: 224 blocks): 128 weight rows per
 // block, the block's tokens (16, 32 or 64) staged once in shared memory for all of its warps.
-// Why: the tensor-core kernel before it (qmma_kernel, quant_linear.cu) gave each 32-row block
-// and each of its warps its own pass over the activations through L1, so at M = 64 the blocks
-// of a 4096-row weight moved ~16x more activation bytes from L2 than the 4-bit weight's own
-// bytes, and Llama-3-8B INT4 decoded batch 64 slower than BF16 (BENCHMARKS.md, run 20).
+// Why: the tensor-core kernel (qmma_kernel, quant_linear.cu) gives each 32-row block and each of
+// its warps its own pass over the activations through L1; on the stacked gate_up at M = 64 that
+// took 128 us against BF16's 64, this kernel 81 (BENCHMARKS.md, run 20). Narrower weights stay
+// on qmma_kernel: with too few row blocks this kernel needed split-K, and its 16-row warp tiles
+// read ~256 bytes of x from shared memory per MMA, which lost to qmma_kernel there.
 //
-// Work: a block is WARPS warps of RT 16-row weight tiles each (128 rows), NT token tiles of 8
+// Work: a block is WARPS warps of one 16-row weight tile each (128 rows), NT token tiles of 8
 // (tokens blockIdx.x * NT * 8 ..; x varies fastest, so the token blocks of one row block run
-// side by side and read its codes from L2 after the first), and one of `splits` slices of K
-// (blockIdx.z; split-K where the row and token blocks alone would leave SMs idle). Stages of
-// two 64-channel chunks go through a cp.async ring of kStages: the block's codes (the device
-// layout's 512-byte tile chunks), the chunks' group scales and zeros of its 128 rows, and x
-// [tokens, 128 channels] with a 16-byte pad per token row so a warp's fragment loads (8 tokens
-// x 4 lanes, 32 bytes apart) hit distinct banks. A warp dequantizes its tiles' A fragments once
-// a chunk (w4_frag, as every W4 kernel) and runs them against each token tile's B fragments.
-// Each chunk's fp32 products are scaled by the group scale as the other W4 kernels do.
-//
-// Split-K: every slice writes its fp32 partial sums to `partials` [splits, m, n_pad]; the
-// slice that arrives last at its (token block, row block) counter adds them in slice order
-// (deterministic whichever arrives last), finishes the outputs and zeroes the counter for the
-// next launch on the stream (launches on one stream never overlap: this kernel is launched in
-// plain stream order and does not trigger an early start of the next).
+// side by side and read its codes from L2 after the first). Stages of SCH 64-channel chunks go
+// through a cp.async ring of STAGES: the block's codes (the device layout's 512-byte tile
+// chunks), the chunks' group scales and zeros of its 128 rows, and x [tokens, SCH x 64
+// channels] with a 16-byte pad per token row so a warp's fragment loads (8 tokens x 4 lanes,
+// 32 bytes apart) hit distinct banks. A warp dequantizes its tile's A fragments once a chunk
+// (w4_frag, as every W4 kernel) and runs them against each token tile's B fragments; each
+// chunk's fp32 products are scaled by the group scale as the other W4 kernels do, so the
+// numerics are qmma_kernel's.
 #include <cuda_bf16.h>
-
-#include <algorithm>
-#include <mutex>
-#include <vector>
 
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/common.cuh"
@@ -43,12 +35,13 @@ using attention::mma::cp_async_wait;
 
 constexpr int kBlockRows = 128;
 constexpr int kBlockTiles = kBlockRows / 16;
-constexpr int kStageChunks = 2;
-constexpr int kStages = 4;
 constexpr int kXPitch = 64 * 2 + 16;  // bytes per token row of one chunk in shared memory
 
-template <int NT>
+// NT token tiles of 8; stages of SCH chunks in a ring of STAGES.
+template <int NT, int SCH, int STAGES>
 struct Layout {
+  static constexpr int kStageChunks = SCH;
+  static constexpr int kStages = STAGES;
   static constexpr int kTokens = NT * 8;
   static constexpr int kCodeBytes = kBlockTiles * kStageChunks * 512;
   static constexpr int kScaleBytes = kStageChunks * kBlockRows * 4;
@@ -58,34 +51,12 @@ struct Layout {
   static constexpr int kSmemBytes = kStages * kStageBytes;
 };
 
-// Counters of arrived slices, one per (token block, row block) of a launch, for each stream
-// that launches the split form; zero at module load, and every launch leaves them zero.
-constexpr int kCounterStreams = 64;
-constexpr int kCountersPerStream = 512;
-__device__ uint32_t g_w4_gemm_counters[kCounterStreams * kCountersPerStream];
-
-uint32_t* stream_counters(cudaStream_t stream) {
-  static std::mutex mutex;
-  static std::vector<cudaStream_t> streams;
-  static uint32_t* base = nullptr;
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (!base)
-    KITE_CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&base), g_w4_gemm_counters));
-  auto it = std::find(streams.begin(), streams.end(), stream);
-  if (it == streams.end()) {
-    KITE_CUDA_OP_CHECK(streams.size() < kCounterStreams, "quantized_linear",
-                       "the split W4A16 GEMM serves at most 64 streams");
-    streams.push_back(stream);
-    it = streams.end() - 1;
-  }
-  return base + kCountersPerStream * (it - streams.begin());
-}
-
-template <int NT, int RT, int WARPS, typename TOut>
-__global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p, float* partials,
-                                                            uint32_t* counters, int splits) {
+template <int NT, int RT, int WARPS, int SCH, int STAGES, typename TOut>
+__global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p) {
   static_assert(RT * WARPS == kBlockTiles, "a block is 128 rows");
-  using L = Layout<NT>;
+  using L = Layout<NT, SCH, STAGES>;
+  constexpr int kStageChunks = SCH;
+  constexpr int kStages = STAGES;
   constexpr int kThreads = WARPS * 32;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -93,22 +64,17 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p, fl
   const int tok0 = blockIdx.x * L::kTokens;
   const int tile0 = blockIdx.y * kBlockTiles;  // the block's first 16-row tile
   const int tiles = p.n_pad / 16;
-  // This slice's chunks, whole stages except the last.
-  const int per = (p.nchunks + splits - 1) / splits;
-  const int per_split = (per + kStageChunks - 1) / kStageChunks * kStageChunks;
-  const int c_begin = min(p.nchunks, static_cast<int>(blockIdx.z) * per_split);
-  const int c_end = min(p.nchunks, c_begin + per_split);
-  const int stages = (c_end - c_begin + kStageChunks - 1) / kStageChunks;
+  const int stages = (p.nchunks + kStageChunks - 1) / kStageChunks;
 
   auto stage_ptr = [&](int slot) { return smem + slot * L::kStageBytes; };
   auto load_stage = [&](int st) {
     uint8_t* base = stage_ptr(st % kStages);
-    const int cs = c_begin + st * kStageChunks;
+    const int cs = st * kStageChunks;
     // Codes: kBlockTiles x kStageChunks pieces of 512 bytes, 32 copies each.
     for (int i = tid; i < kBlockTiles * kStageChunks * 32; i += kThreads) {
       const int tl = i / (kStageChunks * 32), s = (i / 32) % kStageChunks, q = i % 32;
       const int c = cs + s, tile = tile0 + tl;
-      const bool ok = c < c_end && tile < tiles;
+      const bool ok = c < p.nchunks && tile < tiles;
       const uint8_t* src =
           ok ? p.codes + (static_cast<int64_t>(tile) * p.nchunks + c) * 512 + q * 16 : p.codes;
       cp_async16(base + (tl * kStageChunks + s) * 512 + q * 16, src, ok);
@@ -121,7 +87,7 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p, fl
       const int c = cs + s;
       const bool scale = r < kBlockRows / 4;
       const int row = tile0 * 16 + (scale ? r * 4 : (r - kBlockRows / 4) * 16);
-      const bool ok = c < c_end && row < p.n_pad;
+      const bool ok = c < p.nchunks && row < p.n_pad;
       const int64_t o = ok ? static_cast<int64_t>(group_of_chunk(p, c)) * p.n_pad + row : 0;
       if (scale)
         cp_async16(sbase + (s * kBlockRows + r * 4) * 4, p.wscale + o, ok);
@@ -133,7 +99,7 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p, fl
     for (int i = tid; i < L::kTokens * kStageChunks * 8; i += kThreads) {
       const int tk = i / (kStageChunks * 8), s = (i / 8) % kStageChunks, q = i % 8;
       const int c = cs + s, tok = tok0 + tk;
-      const bool ok = c < c_end && tok < p.m;
+      const bool ok = c < p.nchunks && tok < p.m;
       const bf16* src = ok ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(tok) * p.ldx +
                                  c * kChunk + q * 8
                            : static_cast<const bf16*>(p.x);
@@ -165,7 +131,7 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p, fl
     const uint8_t* xs = zs + L::kZeroBytes;
 #pragma unroll
     for (int s = 0; s < kStageChunks; ++s) {
-      if (c_begin + st * kStageChunks + s >= c_end) break;
+      if (st * kStageChunks + s >= p.nchunks) break;
       uint32_t a[RT][4][4];
       float s0[RT], s1[RT];
 #pragma unroll
@@ -213,31 +179,7 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p, fl
           if (row < p.n && tok < p.m) fn(row, tok, acc[r][j][i]);
         }
   };
-  if (splits == 1) {
-    for_each_output([&](int row, int tok, float v) { finish_output<kW4, TOut>(p, tok, row, v); });
-    return;
-  }
-  const int64_t slice = static_cast<int64_t>(p.m) * p.n_pad;
-  float* mine = partials + blockIdx.z * slice;
-  for_each_output(
-      [&](int row, int tok, float v) { mine[static_cast<int64_t>(tok) * p.n_pad + row] = v; });
-  __threadfence();  // this slice's partials are visible device-wide before it counts
-  __syncthreads();
-  __shared__ bool last;
-  if (tid == 0) {
-    uint32_t* counter = counters + blockIdx.y * gridDim.x + blockIdx.x;
-    last = atomicAdd(counter, 1u) == static_cast<uint32_t>(splits - 1);
-    if (last) atomicExch(counter, 0u);
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for_each_output([&](int row, int tok, float) {
-    float v = 0.0f;
-    for (int z = 0; z < splits; ++z)  // in slice order, read through L2 (other blocks wrote them)
-      v += __ldcg(partials + z * slice + static_cast<int64_t>(tok) * p.n_pad + row);
-    finish_output<kW4, TOut>(p, tok, row, v);
-  });
+  for_each_output([&](int row, int tok, float v) { finish_output<kW4, TOut>(p, tok, row, v); });
 }
 
 template <int NT>
@@ -248,57 +190,48 @@ int token_blocks(int m) {
 // Token tiles per block for M rows: 2, 4 or 8 (16, 32 or 64 tokens).
 int tiles_for(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
-template <int NT, int RT, int WARPS, typename TOut>
-void launch(const KParams& p, int splits, float* partials, cudaStream_t stream) {
-  using L = Layout<NT>;
-  static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(w4_gemm_kernel<NT, RT, WARPS, TOut>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         L::kSmemBytes));
+template <int NT, int RT, int WARPS, int SCH, int STAGES, typename TOut>
+void launch(const KParams& p, cudaStream_t stream) {
+  using L = Layout<NT, SCH, STAGES>;
+  auto kernel = w4_gemm_kernel<NT, RT, WARPS, SCH, STAGES, TOut>;
+  static const bool ready = [&] {
+    KITE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
     return true;
   }();
   (void)ready;
   const dim3 grid(static_cast<unsigned>(token_blocks<NT>(p.m)),
-                  static_cast<unsigned>((p.n_pad / 16 + kBlockTiles - 1) / kBlockTiles),
-                  static_cast<unsigned>(splits));
-  uint32_t* counters = splits > 1 ? stream_counters(stream) : nullptr;
-  w4_gemm_kernel<NT, RT, WARPS, TOut>
-      <<<grid, WARPS * 32, L::kSmemBytes, stream>>>(p, partials, counters, splits);
+                  static_cast<unsigned>((p.n_pad / 16 + kBlockTiles - 1) / kBlockTiles));
+  kernel<<<grid, WARPS * 32, L::kSmemBytes, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-int w4_gemm_splits(int64_t m, int64_t n_pad, int64_t nchunks, int forced) {
+bool w4_gemm_fills_gpu(int64_t m, int64_t n_pad) {
   const int nt = tiles_for(static_cast<int>(m));
-  const int64_t blocks = ((m + nt * 8 - 1) / (nt * 8)) * ((n_pad / 16 + kBlockTiles - 1) / kBlockTiles);
-  int splits = 1;
-  if (forced > 0) {
-    splits = forced;
-  } else {
-    const int64_t sms = device_properties().multiProcessorCount;
-    // Enough slices for about one block per SM, each at least 8 chunks (512 channels) long.
-    if (blocks < sms) splits = static_cast<int>(std::min<int64_t>((sms + blocks - 1) / blocks, 8));
-    splits = static_cast<int>(std::min<int64_t>(splits, std::max<int64_t>(1, nchunks / 8)));
-  }
-  // The counters: one per (token block, row block) of a split launch.
-  if (blocks > kCountersPerStream) splits = 1;
-  return std::max(splits, 1);
+  const int64_t blocks =
+      ((m + nt * 8 - 1) / (nt * 8)) * ((n_pad / 16 + kBlockTiles - 1) / kBlockTiles);
+  return blocks >= device_properties().multiProcessorCount;
 }
 
+// The configurations measured best on the H200 (BENCHMARKS.md, run 20): 16 tokens in stages
+// of 4 chunks (gate_up at M = 16: 40.3 us against 52.1 with stages of 2); 32 and 64 tokens in
+// stages of 2, 64 tokens on 8 warps of one tile (80.9 us at M = 64 against 88.9 on 4 warps of
+// two tiles, which halved the shared-memory reads but left too few warps to cover the MMAs).
 template <typename TOut>
-void launch_w4_gemm(const KParams& p, int splits, float* partials, cudaStream_t stream) {
+void launch_w4_gemm(const KParams& p, cudaStream_t stream) {
   switch (tiles_for(p.m)) {
     case 2:
-      return launch<2, 1, 8, TOut>(p, splits, partials, stream);
+      return launch<2, 1, 8, 4, 4, TOut>(p, stream);
     case 4:
-      return launch<4, 1, 8, TOut>(p, splits, partials, stream);
+      return launch<4, 1, 8, 2, 4, TOut>(p, stream);
     default:
-      return launch<8, 2, 4, TOut>(p, splits, partials, stream);
+      return launch<8, 1, 8, 2, 4, TOut>(p, stream);
   }
 }
 
-template void launch_w4_gemm<float>(const KParams&, int, float*, cudaStream_t);
-template void launch_w4_gemm<bf16>(const KParams&, int, float*, cudaStream_t);
+template void launch_w4_gemm<float>(const KParams&, cudaStream_t);
+template void launch_w4_gemm<bf16>(const KParams&, cudaStream_t);
 
 }  // namespace kite::cuda::quant_detail
