@@ -3,7 +3,7 @@
 // block, the block's tokens (16, 32 or 64) staged once in shared memory for all of its warps.
 // Why: the tensor-core kernel (qmma_kernel, quant_linear.cu) gives each 32-row block and each of
 // its warps its own pass over the activations through L1; on the stacked gate_up at M = 64 that
-// took 128 us against BF16's 64, this kernel 81 (BENCHMARKS.md, run 20). Narrower weights stay
+// took 128 us against BF16's 64, this kernel 81-89 (BENCHMARKS.md, run 20). Narrower weights stay
 // on qmma_kernel: with too few row blocks this kernel needed split-K, and its 16-row warp tiles
 // read ~256 bytes of x from shared memory per MMA, which lost to qmma_kernel there.
 //
