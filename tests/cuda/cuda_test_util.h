@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm/blaslt.h"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda::testing {
@@ -29,6 +30,12 @@ inline double tolerance(DType dtype) { return dtype == DType::kBF16 ? kTolBF16 :
 inline Stream& test_stream() {
   static Stream* stream = new Stream();
   return *stream;
+}
+
+// One cuBLASLt context for the tests that need one (never destroyed, as test_stream()).
+inline BlasLtContext& test_blas() {
+  static BlasLtContext* ctx = new BlasLtContext();
+  return *ctx;
 }
 
 // The run's seed: KITE_CUDA_TEST_SEED if set, else fresh; main() prints it, so each run draws

@@ -24,7 +24,7 @@ class CudaLinearTest : public ::testing::TestWithParam<LinearCase> {};
 
 TEST_P(CudaLinearTest, MatchesFloat64Reference) {
   const LinearCase c = GetParam();
-  static BlasLtContext& ctx = *new BlasLtContext();  // shared by the cases; never destroyed
+  BlasLtContext& ctx = test_blas();
   // Twice with fresh inputs: the second call reuses the cached plan.
   for (int round = 0; round < 2; ++round) {
     auto rng = test_rng();

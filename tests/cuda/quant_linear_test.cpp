@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <chrono>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -42,11 +41,6 @@ namespace kite::cuda {
 namespace {
 
 using namespace testing;
-
-BlasLtContext& blas() {
-  static BlasLtContext* ctx = new BlasLtContext();
-  return *ctx;
-}
 
 // Makes `q` (int4, no g_idx) an act-order weight computing the same thing: original channel
 // perm[j] takes the codes of column j, and g_idx[perm[j]] = j / group_size.
@@ -127,7 +121,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   Tensor y = device_poisoned({c.m, c.n}, c.out);
   DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, c.m), 1));
   set_quant_decode_override(c.dec_path, c.dec_kw, c.dec_u);
-  quantized_linear(blas(), dx, dw, c.bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
+  quantized_linear(test_blas(), dx, dw, c.bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
                    test_stream());
   set_quant_decode_override(0);
   KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
@@ -247,7 +241,7 @@ TEST(CudaQuantLinear, Int4DecodeKernelsTakeAnyGroupSize) {
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         Tensor y = device_poisoned({m, n}, DType::kF32);
         set_quant_decode_override(pv.path, pv.kw, pv.u);
-        quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+        quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
         set_quant_decode_override(0);
         KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
         EXPECT_LE(rel_error(download(y), ref), 1e-4);
@@ -274,11 +268,11 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
       Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
       Tensor y3 = device_poisoned({m, n}, DType::kF32);
       set_quant_decode_override(2);
-      quantized_linear(blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
+      quantized_linear(test_blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
       set_quant_decode_override(1);
-      quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
+      quantized_linear(test_blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
       set_quant_decode_override(3);
-      quantized_linear(blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(), test_stream());
+      quantized_linear(test_blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(), test_stream());
       set_quant_decode_override(0);
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
       const Tensor mma = download(y2);
@@ -315,10 +309,10 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
           for (DType out : {DType::kF32, DType::kBF16}) {
             Tensor y3 = device_poisoned({m, n}, out), y4 = device_poisoned({m, n}, out);
             set_quant_decode_override(3);
-            quantized_linear(blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(),
+            quantized_linear(test_blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(),
                              test_stream());
             set_quant_decode_override(4);
-            quantized_linear(blas(), dx, dw, nullptr, y4, ws.data(), ws.size_bytes(),
+            quantized_linear(test_blas(), dx, dw, nullptr, y4, ws.data(), ws.size_bytes(),
                              test_stream());
             set_quant_decode_override(0);
             const Tensor a = download(y3), b = download(y4);
@@ -356,7 +350,7 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
         DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
         Tensor both = device_poisoned({m, 2 * inter}, DType::kF32);
         Tensor out = device_poisoned({m, inter}, DType::kBF16);
-        quantized_linear(blas(), dx, dw, nullptr, both, ws.data(), ws.size_bytes(), test_stream());
+        quantized_linear(test_blas(), dx, dw, nullptr, both, ws.data(), ws.size_bytes(), test_stream());
         quantized_linear_silu_mul(dx, dw, out, ws.data(), ws.size_bytes(), test_stream());
         const Tensor y = download(both);
         Tensor ref = Tensor::empty({m, inter});
@@ -431,11 +425,11 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
         ASSERT_TRUE(quantized_split_applies(dw, m, 3));
         set_quant_decode_override(path);
         Tensor whole = device_poisoned({m, n}, DType::kBF16);
-        quantized_linear(blas(), dx, dw, &db, whole, ws.data(), ws.size_bytes(), test_stream());
+        quantized_linear(test_blas(), dx, dw, &db, whole, ws.data(), ws.size_bytes(), test_stream());
         std::vector<Tensor> parts;
         for (int64_t w : widths) parts.push_back(device_poisoned({m, w}, DType::kBF16));
         Tensor* ptrs[] = {&parts[0], &parts[1], &parts[2]};
-        quantized_linear_split(blas(), dx, dw, &db, ptrs, ws.data(), ws.size_bytes(),
+        quantized_linear_split(test_blas(), dx, dw, &db, ptrs, ws.data(), ws.size_bytes(),
                                test_stream());
         set_quant_decode_override(0);
         const Tensor h = download(whole);
@@ -497,7 +491,7 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
       {
         set_w4_gemm_override(-1);
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
-        quantized_linear(blas(), dx, dw, bias ? &db : nullptr, old_kernel, ws.data(),
+        quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, old_kernel, ws.data(),
                          ws.size_bytes(), test_stream());
       }
       const Tensor old_host = download(old_kernel);
@@ -508,7 +502,7 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
         set_w4_gemm_override(mode);
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         Tensor y = device_poisoned({m, sh.n}, out);
-        quantized_linear(blas(), dx, dw, bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
+        quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
                          test_stream());
         KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
         const Tensor h = download(y);
@@ -562,7 +556,7 @@ TEST(CudaQuantLinear, Fp8CublasLtCapturesAnUntimedShape) {
   DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
   Tensor y = device_poisoned({m, n}, DType::kBF16);
   CapturedGraph graph([&] {
-    quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+    quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
   });
   graph.launch();
   EXPECT_LE(rel_error(download(y), ref), 5e-3);
@@ -585,9 +579,9 @@ TEST(CudaQuantLinear, CapturesInGraph) {
     const Tensor dx = upload(x, DType::kBF16);
     DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
     Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
-    quantized_linear(blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
+    quantized_linear(test_blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
     CapturedGraph graph([&] {
-      quantized_linear(blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
+      quantized_linear(test_blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
     });
     graph.launch();
     EXPECT_EQ(rel_error(download(y2), download(y1)), 0.0) << quant_format_name(f);
@@ -601,10 +595,10 @@ TEST(CudaQuantLinear, RejectsShortWorkspaceAndBadShapes) {
   const Tensor dx = upload(random_host({2, 128}, rng), DType::kBF16);
   Tensor y = device_empty({2, 64}, DType::kF32);
   DeviceBuffer ws(quantized_linear_workspace_bytes(dw, 2));
-  EXPECT_THROW(quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), 16, test_stream()),
+  EXPECT_THROW(quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), 16, test_stream()),
                std::invalid_argument);
   Tensor bad = device_empty({2, 63}, DType::kF32);
-  EXPECT_THROW(quantized_linear(blas(), dx, dw, nullptr, bad, ws.data(), ws.size_bytes(),
+  EXPECT_THROW(quantized_linear(test_blas(), dx, dw, nullptr, bad, ws.data(), ws.size_bytes(),
                                 test_stream()),
                std::invalid_argument);
 }
@@ -619,182 +613,9 @@ TEST(CudaQuantLinear, DummyWeightsGiveFiniteOutput) {
     const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
     Tensor y = device_poisoned({m, n}, DType::kBF16);
     DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
-    quantized_linear(blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+    quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
     const Tensor h = download(y);
     for (float v : h.f32()) ASSERT_TRUE(std::isfinite(v)) << quant_format_name(f);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Timing (run with --gtest_also_run_disabled_tests --gtest_filter='*Bench*'): M x N x K for
-// BF16 (cuda::linear: the GEMV for M <= 8, cuBLASLt above) and the four quantized formats, on
-// dummy weights, 4 copies rotated so the weights come from HBM, not L2 (each copy of the
-// smallest, W4 4096x14336, is 29 MB; L2 is 50 MB). Median of 50 timed calls (events around
-// each), after 10 warm-up calls. GB/s = weight bytes (codes + scales + zeros) / time.
-
-// Random BF16 weights in [-0.02, 0.02) (host LCG, one upload, device copies for the rest).
-std::vector<Tensor> random_bf16_copies(int64_t n, int64_t k, int copies) {
-  std::vector<uint16_t> h(static_cast<size_t>(n * k));
-  uint32_t st = 12345;
-  for (auto& v : h) {
-    st = st * 1664525u + 1013904223u;
-    v = f32_to_bf16((static_cast<float>(st >> 8) / 16777216.0f - 0.5f) * 0.04f);
-  }
-  std::vector<Tensor> w;
-  for (int c = 0; c < copies; ++c) {
-    w.push_back(device_empty({n, k}, DType::kBF16));
-    KITE_CUDA_CHECK(cudaMemcpy(w.back().raw(), h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-  }
-  return w;
-}
-
-// Two timings per row, medians: `single` = events around one call after a synchronize (launch
-// latency included, as the first version of this bench measured); `stream` = 20 calls back to
-// back between two events, per call (what a captured decode step sees; PDL overlap included).
-template <typename Fn>
-std::pair<double, double> time_us(Fn&& fn, int copies) {
-  cudaStream_t s = test_stream();
-  for (int i = 0; i < 10; ++i) fn(i % copies);
-  KITE_CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> t1, t2;
-  for (int i = 0; i < 30; ++i) {
-    cudaEventRecord(e0, s);
-    fn(i % copies);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t1.push_back(ms);
-  }
-  constexpr int kBatch = 20;
-  for (int r = 0; r < 9; ++r) {
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < kBatch; ++i) fn(i % copies);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t2.push_back(ms / kBatch);
-  }
-  KITE_CUDA_CHECK(cudaGetLastError());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(t1.begin(), t1.end());
-  std::sort(t2.begin(), t2.end());
-  return {t1[t1.size() / 2] * 1e3, t2[t2.size() / 2] * 1e3};
-}
-
-TEST(CudaQuantLinearBench, DISABLED_Bench) {
-  constexpr int kCopies = 4;
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
-  const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
-                                 QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
-  std::printf("%-17s %-7s %2s %5s %6s %9s %9s %8s %6s %6s\n", "format", "path", "M", "N", "K",
-              "us_single", "us_stream", "GB/s", "MB", "x_bf16");
-  auto rng = test_rng();
-  for (const auto& [n, k] : shapes) {
-    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
-    std::vector<std::vector<DeviceQuantizedWeight>> wq;
-    for (QuantFormat f : formats) {
-      wq.emplace_back();
-      for (int c = 0; c < kCopies; ++c) wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
-    }
-    for (int64_t m : {1, 2, 4, 8}) {
-      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
-      Tensor y = device_empty({m, n}, DType::kBF16);
-      const auto [bs, bt] = time_us(
-          [&](int c) { linear(blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies);
-      const double bbytes = static_cast<double>(n * k * 2);
-      std::printf("%-17s %-7s %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n", "bf16", "gemv", m, n,
-                  k, bs, bt, bbytes / bt / 1e3, bbytes / 1e6, 1.0);
-      for (size_t fi = 0; fi < 4; ++fi) {
-        const auto& w = wq[fi];
-        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-        struct V { const char* name; int path, kw, u; };
-        std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
-        // The decode kernel's warps per tile and ring depth, INT4: at one row on every shape,
-        // at every row count on the stacked gate_up.
-        if (fi == 0 && (m == 1 || n == 28672))
-          for (int kw : {1, 2, 4, 8, 16})
-            for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});
-        for (const V& v : vs) {
-          set_quant_decode_override(v.path, v.kw, v.u);
-          const auto [qs, qt] = time_us(
-              [&](int c) {
-                quantized_linear(blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
-                                 test_stream());
-              },
-              kCopies);
-          set_quant_decode_override(0);
-          const double bytes = static_cast<double>(w[0].storage_bytes());
-          std::printf("%-17s %-4s%3d %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n",
-                      std::string(quant_format_name(formats[fi])).c_str(), v.name, v.kw, m, n, k,
-                      qs, qt, bytes / qt / 1e3, bytes / 1e6, bt / qt);
-        }
-      }
-      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-    }
-  }
-}
-
-// Batches past decode sizes (M = 16 .. 256), each format on its automatic route against the
-// BF16 linear (cuBLASLt there): issue 7 asks W4A16 to stay fast from batch 1 to 64.
-TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
-  constexpr int kCopies = 4;
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
-  const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
-                                 QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
-  std::printf("%-17s %3s %5s %6s %9s %8s %8s\n", "format", "M", "N", "K", "us_stream", "GB/s",
-              "x_bf16");
-  for (const auto& [n, k] : shapes) {
-    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
-    std::vector<std::vector<DeviceQuantizedWeight>> wq;
-    for (QuantFormat f : formats) {
-      wq.emplace_back();
-      for (int c = 0; c < kCopies; ++c)
-        wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
-    }
-    auto rng = test_rng();
-    for (int64_t m : {16, 32, 64, 128, 256}) {
-      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
-      Tensor y = device_empty({m, n}, DType::kBF16);
-      const double bt = time_us(
-          [&](int c) { linear(blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies).second;
-      std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "bf16", m, n, k, bt,
-                  static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
-      for (size_t fi = 0; fi < 4; ++fi) {
-        const auto& w = wq[fi];
-        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-        const double qt = time_us(
-            [&](int c) {
-              quantized_linear(blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
-                               test_stream());
-            },
-            kCopies).second;
-        std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n",
-                    std::string(quant_format_name(formats[fi])).c_str(), m, n, k, qt,
-                    static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
-        if (fi == 0 && m <= 128) {  // W4A16 on the tensor-core kernel the GEMM replaced
-          set_w4_gemm_override(-1);
-          DeviceBuffer ws_old(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-          const double ot = time_us(
-              [&](int c) {
-                quantized_linear(blas(), dx, w[c], nullptr, y, ws_old.data(),
-                                 ws_old.size_bytes(), test_stream());
-              },
-              kCopies).second;
-          set_w4_gemm_override(0);
-          std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "int4_qmma_kernel", m, n, k, ot,
-                      static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
-        }
-      }
-      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-    }
   }
 }
 

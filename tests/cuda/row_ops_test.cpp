@@ -70,7 +70,7 @@ TEST(CudaRowOps, AddAndConvertAcrossDtypes) {
 
 TEST(CudaHeadLinear, MatchesPerHeadHostProducts) {
   auto rng = test_rng();
-  static BlasLtContext& ctx = *new BlasLtContext();
+  BlasLtContext& ctx = test_blas();
   HeadLinear op;
   // MLA-like strided slices: x [T, H, xw] using dims [x_off, x_off + k); y [T, H, yw] writing
   // [y_off, y_off + n). Up to 4 BF16 rows take the per-head GEMV (head_gemv), more cuBLASLt;

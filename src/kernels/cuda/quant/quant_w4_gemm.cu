@@ -7,7 +7,7 @@
 // on qmma_kernel: with too few row blocks this kernel needed split-K, and its 16-row warp tiles
 // read ~256 bytes of x from shared memory per MMA, which lost to qmma_kernel there.
 //
-// Work: a block is WARPS warps of one 16-row weight tile each (128 rows), NT token tiles of 8
+// Work: a block is 8 warps of one 16-row weight tile each (128 rows), NT token tiles of 8
 // (tokens blockIdx.x * NT * 8 ..; x varies fastest, so the token blocks of one row block run
 // side by side and read its codes from L2 after the first). Stages of SCH 64-channel chunks go
 // through a cp.async ring of STAGES: the block's codes (the device layout's 512-byte tile
@@ -34,30 +34,38 @@ using attention::mma::cp_async_commit;
 using attention::mma::cp_async_wait;
 
 constexpr int kBlockRows = 128;
-constexpr int kBlockTiles = kBlockRows / 16;
+constexpr int kBlockTiles = kBlockRows / 16;  // = warps per block: one 16-row tile each
+constexpr int kThreads = kBlockTiles * 32;
 constexpr int kXPitch = 64 * 2 + 16;  // bytes per token row of one chunk in shared memory
 
 // NT token tiles of 8; stages of SCH chunks in a ring of STAGES.
 template <int NT, int SCH, int STAGES>
 struct Layout {
-  static constexpr int kStageChunks = SCH;
-  static constexpr int kStages = STAGES;
   static constexpr int kTokens = NT * 8;
-  static constexpr int kCodeBytes = kBlockTiles * kStageChunks * 512;
-  static constexpr int kScaleBytes = kStageChunks * kBlockRows * 4;
-  static constexpr int kZeroBytes = kStageChunks * kBlockRows;
-  static constexpr int kXBytes = kStageChunks * kTokens * kXPitch;
+  static constexpr int kCodeBytes = kBlockTiles * SCH * 512;
+  static constexpr int kScaleBytes = SCH * kBlockRows * 4;
+  static constexpr int kZeroBytes = SCH * kBlockRows;
+  static constexpr int kXBytes = SCH * kTokens * kXPitch;
   static constexpr int kStageBytes = kCodeBytes + kScaleBytes + kZeroBytes + kXBytes;
-  static constexpr int kSmemBytes = kStages * kStageBytes;
+  static constexpr int kSmemBytes = STAGES * kStageBytes;
 };
 
-template <int NT, int RT, int WARPS, int SCH, int STAGES, typename TOut>
-__global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p) {
-  static_assert(RT * WARPS == kBlockTiles, "a block is 128 rows");
+// Token tiles of 8 per block for M rows: 2, 4 or 8 (16, 32 or 64 tokens).
+int tiles_for(int64_t m) { return m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+
+// Blocks for M rows of an n_pad-row weight: token blocks (x, fastest) by 128-row blocks (y).
+dim3 grid_for(int64_t m, int64_t n_pad) {
+  return dim3(static_cast<unsigned>(ceil_div(m, tiles_for(m) * 8)),
+              static_cast<unsigned>(ceil_div(n_pad, kBlockRows)));
+}
+
+// Two blocks per SM, as the 64-token ring's shared memory allows (2 x 111 KB): the register cap
+// (128) this sets is what every configuration used when measured, with no spills.
+template <int NT, int SCH, int STAGES, typename TOut>
+__global__ void __launch_bounds__(kThreads, 2) w4_gemm_kernel(const KParams p) {
   using L = Layout<NT, SCH, STAGES>;
   constexpr int kStageChunks = SCH;
   constexpr int kStages = STAGES;
-  constexpr int kThreads = WARPS * 32;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t = lane & 3;
@@ -107,19 +115,18 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p) {
     }
   };
 
-  float acc[RT][NT][4];
+  float acc[NT][4];
 #pragma unroll
-  for (int r = 0; r < RT; ++r)
+  for (int j = 0; j < NT; ++j)
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][j][i] = 0.0f;
+    for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
 
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
     if (st < stages) load_stage(st);
     cp_async_commit();
   }
+  const int rl = warp * 16 + g;  // this lane's rows rl and rl + 8 within the block
   for (int st = 0; st < stages; ++st) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage st landed for every thread; the slot refilled below is free
@@ -132,102 +139,75 @@ __global__ void __launch_bounds__(WARPS * 32) w4_gemm_kernel(const KParams p) {
 #pragma unroll
     for (int s = 0; s < kStageChunks; ++s) {
       if (st * kStageChunks + s >= p.nchunks) break;
-      uint32_t a[RT][4][4];
-      float s0[RT], s1[RT];
+      const uint4 wv = reinterpret_cast<const uint4*>(base + (warp * kStageChunks + s) * 512)[lane];
+      const float s0 = sc[s * kBlockRows + rl], s1 = sc[s * kBlockRows + rl + 8];
+      const uint32_t z0 = w4_zero2(zs[s * kBlockRows + rl]);
+      const uint32_t z1 = w4_zero2(zs[s * kBlockRows + rl + 8]);
+      uint32_t a[4][4];
 #pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const int tl = warp * RT + r;
-        const uint4 wv = reinterpret_cast<const uint4*>(base + (tl * kStageChunks + s) * 512)[lane];
-        const int rl = tl * 16 + g;
-        s0[r] = sc[s * kBlockRows + rl];
-        s1[r] = sc[s * kBlockRows + rl + 8];
-        const uint32_t z0 = w4_zero2(zs[s * kBlockRows + rl]);
-        const uint32_t z1 = w4_zero2(zs[s * kBlockRows + rl + 8]);
-#pragma unroll
-        for (int h = 0; h < 4; ++h) w4_frag(word(wv, h), z0, z1, a[r][h]);
-      }
+      for (int h = 0; h < 4; ++h) w4_frag(word(wv, h), z0, z1, a[h]);
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const uint8_t* xr = xs + (s * L::kTokens + j * 8 + g) * kXPitch + 32 * t;
         const uint4 xv[2] = {*reinterpret_cast<const uint4*>(xr),
                              *reinterpret_cast<const uint4*>(xr + 16)};
+        float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          float ct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int h = 0; h < 4; ++h)
-            mma_bf16(ct, a[r][h], word(xv[h >> 1], (h & 1) * 2), word(xv[h >> 1], (h & 1) * 2 + 1));
-          acc[r][j][0] = fmaf(ct[0], s0[r], acc[r][j][0]);
-          acc[r][j][1] = fmaf(ct[1], s0[r], acc[r][j][1]);
-          acc[r][j][2] = fmaf(ct[2], s1[r], acc[r][j][2]);
-          acc[r][j][3] = fmaf(ct[3], s1[r], acc[r][j][3]);
-        }
+        for (int h = 0; h < 4; ++h)
+          mma_bf16(ct, a[h], word(xv[h >> 1], (h & 1) * 2), word(xv[h >> 1], (h & 1) * 2 + 1));
+        acc[j][0] = fmaf(ct[0], s0, acc[j][0]);
+        acc[j][1] = fmaf(ct[1], s0, acc[j][1]);
+        acc[j][2] = fmaf(ct[2], s1, acc[j][2]);
+        acc[j][3] = fmaf(ct[3], s1, acc[j][3]);
       }
     }
   }
   cp_async_wait<0>();  // no copy may still land in shared memory as the block exits
 
-  auto for_each_output = [&](auto&& fn) {
 #pragma unroll
-    for (int r = 0; r < RT; ++r)
+  for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int row = (tile0 + warp * RT + r) * 16 + g + (i >= 2 ? 8 : 0);
-          const int tok = tok0 + j * 8 + 2 * t + (i & 1);
-          if (row < p.n && tok < p.m) fn(row, tok, acc[r][j][i]);
-        }
-  };
-  for_each_output([&](int row, int tok, float v) { finish_output<kW4, TOut>(p, tok, row, v); });
+    for (int i = 0; i < 4; ++i) {
+      const int row = (tile0 + warp) * 16 + g + (i >= 2 ? 8 : 0);
+      const int tok = tok0 + j * 8 + 2 * t + (i & 1);
+      if (row < p.n && tok < p.m) finish_output<kW4, TOut>(p, tok, row, acc[j][i]);
+    }
 }
 
-template <int NT>
-int token_blocks(int m) {
-  return (m + NT * 8 - 1) / (NT * 8);
-}
-
-// Token tiles per block for M rows: 2, 4 or 8 (16, 32 or 64 tokens).
-int tiles_for(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : 8; }
-
-template <int NT, int RT, int WARPS, int SCH, int STAGES, typename TOut>
+template <int NT, int SCH, int STAGES, typename TOut>
 void launch(const KParams& p, cudaStream_t stream) {
   using L = Layout<NT, SCH, STAGES>;
-  auto kernel = w4_gemm_kernel<NT, RT, WARPS, SCH, STAGES, TOut>;
+  auto kernel = w4_gemm_kernel<NT, SCH, STAGES, TOut>;
   static const bool ready = [&] {
     KITE_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
     return true;
   }();
   (void)ready;
-  const dim3 grid(static_cast<unsigned>(token_blocks<NT>(p.m)),
-                  static_cast<unsigned>((p.n_pad / 16 + kBlockTiles - 1) / kBlockTiles));
-  kernel<<<grid, WARPS * 32, L::kSmemBytes, stream>>>(p);
+  kernel<<<grid_for(p.m, p.n_pad), kThreads, L::kSmemBytes, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 bool w4_gemm_fills_gpu(int64_t m, int64_t n_pad) {
-  const int nt = tiles_for(static_cast<int>(m));
-  const int64_t blocks =
-      ((m + nt * 8 - 1) / (nt * 8)) * ((n_pad / 16 + kBlockTiles - 1) / kBlockTiles);
-  return blocks >= device_properties().multiProcessorCount;
+  const dim3 grid = grid_for(m, n_pad);
+  return static_cast<int64_t>(grid.x) * grid.y >= device_properties().multiProcessorCount;
 }
 
 // The configurations measured best on the H200 (BENCHMARKS.md, run 20): 16 tokens in stages
 // of 4 chunks (gate_up at M = 16: 40.3 us against 52.1 with stages of 2); 32 and 64 tokens in
-// stages of 2, 64 tokens on 8 warps of one tile (80.9 us at M = 64 against 88.9 on 4 warps of
-// two tiles, which halved the shared-memory reads but left too few warps to cover the MMAs).
+// stages of 2; one tile per warp (64 tokens: 80.9 us at M = 64 against 88.9 on 4 warps of two
+// tiles, which halved the shared-memory reads but left too few warps to cover the MMAs).
 template <typename TOut>
 void launch_w4_gemm(const KParams& p, cudaStream_t stream) {
   switch (tiles_for(p.m)) {
     case 2:
-      return launch<2, 1, 8, 4, 4, TOut>(p, stream);
+      return launch<2, 4, 4, TOut>(p, stream);
     case 4:
-      return launch<4, 1, 8, 2, 4, TOut>(p, stream);
+      return launch<4, 2, 4, TOut>(p, stream);
     default:
-      return launch<8, 1, 8, 2, 4, TOut>(p, stream);
+      return launch<8, 2, 4, TOut>(p, stream);
   }
 }
 

@@ -1,0 +1,197 @@
+// Timing of the CUDA quantized linear (kernels/cuda/quant/quant_linear.h), never run by default:
+//   kite_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='CudaQuantLinearBench.*'
+// Figures go to docs/BENCHMARKS.md with their command, GPU and date.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/cuda/quant/quant_linear.h"
+#include "quant/quantized_weight.h"
+
+namespace kite::cuda {
+namespace {
+
+using namespace testing;
+
+// Timing (run with --gtest_also_run_disabled_tests --gtest_filter='*Bench*'): M x N x K for
+// BF16 (cuda::linear: the GEMV for M <= 8, cuBLASLt above) and the four quantized formats, on
+// dummy weights, 4 copies rotated so the weights come from HBM, not L2 (each copy of the
+// smallest, W4 4096x14336, is 29 MB; L2 is 50 MB). Median of 50 timed calls (events around
+// each), after 10 warm-up calls. GB/s = weight bytes (codes + scales + zeros) / time.
+
+// Random BF16 weights in [-0.02, 0.02) (host LCG, one upload, device copies for the rest).
+std::vector<Tensor> random_bf16_copies(int64_t n, int64_t k, int copies) {
+  std::vector<uint16_t> h(static_cast<size_t>(n * k));
+  uint32_t st = 12345;
+  for (auto& v : h) {
+    st = st * 1664525u + 1013904223u;
+    v = f32_to_bf16((static_cast<float>(st >> 8) / 16777216.0f - 0.5f) * 0.04f);
+  }
+  std::vector<Tensor> w;
+  for (int c = 0; c < copies; ++c) {
+    w.push_back(device_empty({n, k}, DType::kBF16));
+    KITE_CUDA_CHECK(cudaMemcpy(w.back().raw(), h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  }
+  return w;
+}
+
+// Two timings per row, medians: `single` = events around one call after a synchronize (launch
+// latency included, as the first version of this bench measured); `stream` = 20 calls back to
+// back between two events, per call (what a captured decode step sees; PDL overlap included).
+template <typename Fn>
+std::pair<double, double> time_us(Fn&& fn, int copies) {
+  cudaStream_t s = test_stream();
+  for (int i = 0; i < 10; ++i) fn(i % copies);
+  KITE_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t1, t2;
+  for (int i = 0; i < 30; ++i) {
+    cudaEventRecord(e0, s);
+    fn(i % copies);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t1.push_back(ms);
+  }
+  constexpr int kBatch = 20;
+  for (int r = 0; r < 9; ++r) {
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < kBatch; ++i) fn(i % copies);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t2.push_back(ms / kBatch);
+  }
+  KITE_CUDA_CHECK(cudaGetLastError());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(t1.begin(), t1.end());
+  std::sort(t2.begin(), t2.end());
+  return {t1[t1.size() / 2] * 1e3, t2[t2.size() / 2] * 1e3};
+}
+
+TEST(CudaQuantLinearBench, DISABLED_Bench) {
+  constexpr int kCopies = 4;
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
+  const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                                 QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
+  std::printf("%-17s %-7s %2s %5s %6s %9s %9s %8s %6s %6s\n", "format", "path", "M", "N", "K",
+              "us_single", "us_stream", "GB/s", "MB", "x_bf16");
+  auto rng = test_rng();
+  for (const auto& [n, k] : shapes) {
+    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
+    std::vector<std::vector<DeviceQuantizedWeight>> wq;
+    for (QuantFormat f : formats) {
+      wq.emplace_back();
+      for (int c = 0; c < kCopies; ++c) wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
+    }
+    for (int64_t m : {1, 2, 4, 8}) {
+      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+      Tensor y = device_empty({m, n}, DType::kBF16);
+      const auto [bs, bt] = time_us(
+          [&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies);
+      const double bbytes = static_cast<double>(n * k * 2);
+      std::printf("%-17s %-7s %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n", "bf16", "gemv", m, n,
+                  k, bs, bt, bbytes / bt / 1e3, bbytes / 1e6, 1.0);
+      for (size_t fi = 0; fi < 4; ++fi) {
+        const auto& w = wq[fi];
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+        struct V { const char* name; int path, kw, u; };
+        std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
+        // The decode kernel's warps per tile and ring depth, INT4: at one row on every shape,
+        // at every row count on the stacked gate_up.
+        if (fi == 0 && (m == 1 || n == 28672))
+          for (int kw : {1, 2, 4, 8, 16})
+            for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});
+        for (const V& v : vs) {
+          set_quant_decode_override(v.path, v.kw, v.u);
+          const auto [qs, qt] = time_us(
+              [&](int c) {
+                quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
+                                 test_stream());
+              },
+              kCopies);
+          set_quant_decode_override(0);
+          const double bytes = static_cast<double>(w[0].storage_bytes());
+          std::printf("%-17s %-4s%3d %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n",
+                      std::string(quant_format_name(formats[fi])).c_str(), v.name, v.kw, m, n, k,
+                      qs, qt, bytes / qt / 1e3, bytes / 1e6, bt / qt);
+        }
+      }
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+    }
+  }
+}
+
+// Batches past decode sizes (M = 16 .. 256), each format on its automatic route against the
+// BF16 linear (cuBLASLt there): issue 7 asks W4A16 to stay fast from batch 1 to 64.
+TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
+  constexpr int kCopies = 4;
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
+  const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
+                                 QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
+  std::printf("%-17s %3s %5s %6s %9s %8s %8s\n", "format", "M", "N", "K", "us_stream", "GB/s",
+              "x_bf16");
+  for (const auto& [n, k] : shapes) {
+    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
+    std::vector<std::vector<DeviceQuantizedWeight>> wq;
+    for (QuantFormat f : formats) {
+      wq.emplace_back();
+      for (int c = 0; c < kCopies; ++c)
+        wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
+    }
+    auto rng = test_rng();
+    for (int64_t m : {16, 32, 64, 128, 256}) {
+      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+      Tensor y = device_empty({m, n}, DType::kBF16);
+      const double bt = time_us(
+          [&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies).second;
+      std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "bf16", m, n, k, bt,
+                  static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
+      for (size_t fi = 0; fi < 4; ++fi) {
+        const auto& w = wq[fi];
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+        const double qt = time_us(
+            [&](int c) {
+              quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
+                               test_stream());
+            },
+            kCopies).second;
+        std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n",
+                    std::string(quant_format_name(formats[fi])).c_str(), m, n, k, qt,
+                    static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
+        if (fi == 0 && m <= 128) {  // W4A16 on the tensor-core kernel the GEMM replaced
+          set_w4_gemm_override(-1);
+          DeviceBuffer ws_old(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+          const double ot = time_us(
+              [&](int c) {
+                quantized_linear(test_blas(), dx, w[c], nullptr, y, ws_old.data(),
+                                 ws_old.size_bytes(), test_stream());
+              },
+              kCopies).second;
+          set_w4_gemm_override(0);
+          std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "int4_qmma_kernel", m, n, k, ot,
+                      static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
+        }
+      }
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kite::cuda
