@@ -87,5 +87,52 @@ TEST(BenchDecodeWeightBytes, PublishedConfigs) {
   EXPECT_NEAR(decode_weight_bytes_per_step(*lite, 1) / 4 / 1e9, 2.4, 0.25);
 }
 
+// --quantization: the linears it covers at their stored size, lm_head only when quantized too,
+// norms and embedding rows at the compute dtype's size.
+TEST(BenchDecodeWeightBytes, QuantizedLinearsCountAtTheirStoredSize) {
+  auto c = load_model_config(fixture("llama3"));
+  ASSERT_TRUE(c.ok());
+  const ParamCounts p = count_params(*c);
+  EXPECT_EQ(p.attention_unquantized, 0);
+  const WeightBytes int4 = weight_bytes_for(QuantMethod::kInt4, false, 2);
+  EXPECT_DOUBLE_EQ(int4.linear, 0.5 + 5.0 / 128);
+  EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, int4),
+                   int4.linear * static_cast<double>(p.attention + p.dense_mlp) +
+                       2.0 * static_cast<double>(p.lm_head + p.norms + c->hidden_size));
+  EXPECT_DOUBLE_EQ(weight_bytes_for(QuantMethod::kAwq, false, 2).linear, int4.linear);
+  const WeightBytes fp8_head = weight_bytes_for(QuantMethod::kFp8, true, 2);
+  EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, fp8_head),
+                   1.0 * static_cast<double>(p.attention + p.dense_mlp + p.lm_head) +
+                       2.0 * static_cast<double>(p.norms + c->hidden_size));
+  EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 3, weight_bytes_for(QuantMethod::kNone, true, 2)),
+                   decode_weight_bytes_per_step(*c, 3, 2));
+}
+
+// MLA's kv_b_proj and its q_a / kv_a norms stay unquantized: the count of them agrees with the
+// DeepSeek fixtures' tensors.
+TEST(BenchDecodeWeightBytes, MlaKvBProjAndNormsStayUnquantized) {
+  for (const std::string name : {"deepseek_v2", "deepseek_v3"}) {
+    SCOPED_TRACE(name);
+    auto c = load_model_config(fixture(name));
+    ASSERT_TRUE(c.ok());
+    auto store = WeightStore::open(fixture(name));
+    ASSERT_TRUE(store.ok());
+    const std::regex plain(R"(model\.layers\.(\d+)\.self_attn\.(kv_b_proj|q_a_layernorm|kv_a_layernorm)\.weight)");
+    int64_t n = 0;
+    for (const auto& t : store->names()) {
+      std::smatch m;
+      if (std::regex_match(t, m, plain) && std::stoll(m[1]) < c->num_hidden_layers)
+        n += shape_numel(store->info(t)->shape);
+    }
+    const ParamCounts p = count_params(*c);
+    EXPECT_GT(n, 0);
+    EXPECT_EQ(p.attention_unquantized, n);
+    const double all_fp8 = decode_weight_bytes_per_step(*c, 1, WeightBytes{1, 1, 1});
+    EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, weight_bytes_for(QuantMethod::kFp8, true, 2)),
+                     all_fp8 + static_cast<double>(p.norms + p.attention_unquantized + p.moe_router +
+                                                   c->hidden_size));
+  }
+}
+
 }  // namespace
 }  // namespace kite::bench
