@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -146,7 +147,9 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
                                  QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
   std::printf("%-17s %3s %5s %6s %9s %8s %8s\n", "format", "M", "N", "K", "us_stream", "GB/s",
               "x_bf16");
+  const char* only_n = std::getenv("KITE_MIDBATCH_N");  // one shape only (profiling)
   for (const auto& [n, k] : shapes) {
+    if (only_n && std::atoll(only_n) != n) continue;
     const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
     std::vector<std::vector<DeviceQuantizedWeight>> wq;
     for (QuantFormat f : formats) {
@@ -174,18 +177,36 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
         std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n",
                     std::string(quant_format_name(formats[fi])).c_str(), m, n, k, qt,
                     static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
-        if (fi == 0 && m <= 128) {  // W4A16 on the tensor-core kernel the GEMM replaced
-          set_w4_gemm_override(-1);
-          DeviceBuffer ws_old(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-          const double ot = time_us(
-              [&](int c) {
-                quantized_linear(test_blas(), dx, w[c], nullptr, y, ws_old.data(),
-                                 ws_old.size_bytes(), test_stream());
-              },
-              kCopies).second;
+        if (fi == 0) {
+          // W4A16 on each of its kernels: the tensor-core kernel (-1) and the wgmma GEMM (1) on
+          // its own block shape and on each tokens x warpgroups shape ("_2": two chunks in
+          // flight).
+          struct Variant {
+            const char* name;
+            int mode, nt, wg, pp;
+          };
+          const Variant variants[] = {
+              {"int4_qmma_kernel", -1, 0, 0, -1}, {"int4_wgmma", 1, 0, 0, -1},
+              {"int4_wgmma_16x1", 1, 16, 1, 0},   {"int4_wgmma_16x2", 1, 16, 2, 0},
+              {"int4_wgmma_16x2_2", 1, 16, 2, 1}, {"int4_wgmma_32x1", 1, 32, 1, 0},
+              {"int4_wgmma_32x2", 1, 32, 2, 0},   {"int4_wgmma_32x2_2", 1, 32, 2, 1},
+              {"int4_wgmma_64x1", 1, 64, 1, 0},   {"int4_wgmma_64x2", 1, 64, 2, 0}};
+          for (const Variant& v : variants) {
+            if (v.nt > 16 && v.nt / 2 >= m) continue;  // more token slots than twice M
+            if (m > 128 && v.mode < 1) continue;         // the tensor-core kernel stops at 128
+            set_w4_gemm_override(v.mode);
+            set_w4_wgmma_shape(v.nt, v.wg, v.pp);
+            const double ot = time_us(
+                [&](int c) {
+                  quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
+                                   test_stream());
+                },
+                kCopies).second;
+            std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", v.name, m, n, k, ot,
+                        static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
+          }
           set_w4_gemm_override(0);
-          std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "int4_qmma_kernel", m, n, k, ot,
-                      static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
+          set_w4_wgmma_shape(0, 0, -1);
         }
       }
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));

@@ -458,9 +458,9 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
   EXPECT_FALSE(quantized_split_applies(int4, 129, 3));
 }
 
-// The W4A16 GEMM past decode sizes (quant_w4_gemm.cu, 9 to 128 rows) against the CPU op and
-// against the tensor-core kernel (set_w4_gemm_override(-1)), forced at every width (1) and
-// automatic (0: the GEMM only where its blocks fill the GPU, e.g. N = 28,672): token blocks of
+// The W4A16 GEMM past decode sizes (quant_w4_wgmma.cu, 9 to 128 rows) against the CPU op and
+// against the tensor-core kernel (set_w4_gemm_override(-1)), forced at every width (1), at
+// each forced block shape (2) and automatic (0: the GEMM where w4_wgmma_wins): token blocks of
 // 16, 32 and 64 with M just past each (17, 33) and several token blocks (100, 128); N of a
 // partial 128-row block (300), of one 16-row tile (16), of many blocks (4200) and of a full
 // wave (28,672 at K = 256); K padded (1000) and of many stages; group sizes 64 (a group per
@@ -495,11 +495,20 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
                          ws.size_bytes(), test_stream());
       }
       const Tensor old_host = download(old_kernel);
-      for (int mode : {0, 1}) {
+      // Modes 0 (automatic), 1 (the wgmma GEMM, its own choice of block shape) and 2 (the
+      // wgmma GEMM at a forced tokens x warpgroups shape, one or two chunks in flight).
+      constexpr std::pair<int, int> kWgShapes[] = {{16, 1}, {16, 2}, {32, 1}, {32, 2}, {64, 1},
+                                                   {64, 2}};
+      for (int mode : {0, 1, 2}) {
+        const auto [nt, wg] = mode == 2 ? kWgShapes[i % 6] : std::pair<int, int>{0, 0};
+        const int pp = mode == 2 ? (i / 6) % 2 : -1;
         SCOPED_TRACE("N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k) + " group " +
                      std::to_string(sh.group) + " M=" + std::to_string(m) + " mode " +
-                     std::to_string(mode) + (bias ? " bias" : "") + " out " + dtype_label(out));
-        set_w4_gemm_override(mode);
+                     std::to_string(mode) + " wgmma " + std::to_string(nt) + "x" +
+                     std::to_string(wg) + " pp " + std::to_string(pp) + (bias ? " bias" : "") +
+                     " out " + dtype_label(out));
+        set_w4_gemm_override(std::min(mode, 1));
+        set_w4_wgmma_shape(nt, wg, pp);
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         Tensor y = device_poisoned({m, sh.n}, out);
         quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
@@ -510,6 +519,7 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
         EXPECT_LE(rel_error(h, old_host), out == DType::kBF16 ? 1e-2 : 1e-5);
       }
       set_w4_gemm_override(0);
+      set_w4_wgmma_shape(0, 0, -1);
     }
 }
 

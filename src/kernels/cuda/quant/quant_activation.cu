@@ -21,12 +21,17 @@ using namespace quant_detail;
 // W4A16: xp[r, j] = bf16(x[r, perm[j]] * input_scale[perm[j]]) for j < K, 0 up to ldq.
 __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq,
                                const int32_t* __restrict__ perm, const float* __restrict__ is,
-                               bf16* __restrict__ xp) {
+                               bf16* __restrict__ xp, bool mma_order) {
   const int64_t r = blockIdx.y;
   for (int64_t j = blockIdx.x * blockDim.x + threadIdx.x; j < ldq; j += gridDim.x * blockDim.x) {
+    int64_t jj = j;  // the channel position j takes
+    if (mma_order) {
+      const int d = static_cast<int>(j % 64) / 2, t = d & 3, e = (d >> 2) & 1, h = d >> 3;
+      jj = j - j % 64 + 2 * (8 * t + 2 * h + e) + j % 2;
+    }
     float v = 0.0f;
-    if (j < k) {
-      const int64_t src = perm ? perm[j] : j;
+    if (jj < k) {
+      const int64_t src = perm ? perm[jj] : jj;
       v = input_scaled(__bfloat162float(x[r * k + src]), is, src);
     }
     xp[r * ldq + j] = __float2bfloat16_rn(v);
@@ -129,10 +134,10 @@ using quant_detail::ceil_div;
 using quant_detail::round_up;
 
 void launch_w4_prep(const bf16* x, int64_t m, int64_t k, int64_t ldq, const int32_t* perm,
-                    const float* input_scale, bf16* xp, cudaStream_t stream) {
+                    const float* input_scale, bf16* xp, cudaStream_t stream, bool mma_order) {
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(ldq, 256), 64)),
                   static_cast<unsigned>(m));
-  w4_prep_kernel<<<grid, 256, 0, stream>>>(x, k, ldq, perm, input_scale, xp);
+  w4_prep_kernel<<<grid, 256, 0, stream>>>(x, k, ldq, perm, input_scale, xp, mma_order);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

@@ -192,11 +192,12 @@ void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);
 template <int F>
 void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream);
 
-// The W4A16 GEMM past decode sizes (quant_w4_gemm.cu, 9 <= M <= 128): whether its blocks for M
-// rows of an n_pad-row weight fill every SM (where it is taken), and the launch.
-bool w4_gemm_fills_gpu(int64_t m, int64_t n_pad);
+// The W4A16 GEMM past decode sizes on Hopper's wgmma (quant_w4_wgmma.cu, 9 <= M <= 128; x
+// prepared in the codes' k order by launch_w4_prep's mma_order): whether it beats the
+// tensor-core kernel for M rows of an n_pad-row weight (where it is taken), and the launch.
+bool w4_wgmma_wins(int64_t m, int64_t n_pad);
 template <typename TOut>
-void launch_w4_gemm(const KParams& p, cudaStream_t stream);
+void launch_w4_wgmma(const KParams& p, cudaStream_t stream);
 
 // Its in-block activation quantization (KParams::xq_src): at most this many rows, and rows x
 // padded K codes of at most this many bytes (shared memory beside the ring).

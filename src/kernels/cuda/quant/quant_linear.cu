@@ -305,16 +305,16 @@ constexpr int64_t kLtMinRows = 16;
 constexpr int64_t kW4DequantMinRows = 128;
 
 namespace {
-// W4A16 from 9 to 128 rows: the GEMM of quant_w4_gemm.cu where its 128-row blocks fill the GPU,
-// else the tensor-core kernel (set_w4_gemm_override: -1 always the tensor-core kernel, 1 the
-// GEMM at any width; KITE_CUDA_W4_GEMM=0 is the same A/B switch as -1).
+// W4A16 from 9 to 128 rows: the wgmma GEMM of quant_w4_wgmma.cu where it measured faster than
+// the tensor-core kernel (w4_wgmma_wins), else that kernel (set_w4_gemm_override: -1 always the
+// tensor-core kernel, 1 the wgmma GEMM at any width and any M above 8; KITE_CUDA_W4_GEMM=0 is
+// the same A/B switch as -1).
 int g_w4_gemm_mode = env_switched_off("KITE_CUDA_W4_GEMM") ? -1 : 0;
 
 bool takes_w4_gemm(const DeviceQuantizedWeight& w, int64_t m) {
-  if (w.format != QuantFormat::kInt4Group || m <= 8 || m > kW4DequantMinRows ||
-      g_w4_gemm_mode < 0)
-    return false;
-  return g_w4_gemm_mode > 0 || w4_gemm_fills_gpu(m, w.padded_out);
+  if (w.format != QuantFormat::kInt4Group || m <= 8 || g_w4_gemm_mode < 0) return false;
+  if (g_w4_gemm_mode > 0) return true;  // measurements and tests: at any M
+  return m <= kW4DequantMinRows && w4_wgmma_wins(m, w.padded_out);
 }
 }  // namespace
 
@@ -391,19 +391,21 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
 }
 
 // W4's BF16 activations as the kernels read them: x itself, or (act order, input_scale, K not a
-// whole number of chunks) gathered / scaled / padded into the workspace's start.
+// whole number of chunks, the wgmma GEMM's k order: mma_order) gathered / scaled / padded /
+// reordered into the workspace's start.
 void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf16* xb,
-                            int64_t m, void* workspace, cudaStream_t stream) {
+                            int64_t m, void* workspace, cudaStream_t stream,
+                            bool mma_order = false) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
   p.chunks_per_group = static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
-  if (!w.perm.defined() && !is && k % kChunk == 0) {
+  if (!mma_order && !w.perm.defined() && !is && k % kChunk == 0) {
     p.x = xb;
     p.ldx = static_cast<int>(k);
   } else {
     auto* xp = static_cast<bf16*>(workspace);
     launch_w4_prep(xb, m, k, kp, w.perm.defined() ? w.perm.data<int32_t>() : nullptr, is, xp,
-                   stream);
+                   stream, mma_order);
     p.x = xp;
     p.ldx = static_cast<int>(kp);
   }
@@ -475,12 +477,13 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   const bf16* xb = x.data<bf16>();
   auto* ws = static_cast<uint8_t*>(workspace);
   if (f == kW4) {
-    prepare_w4_activations(p, w, xb, m, ws, stream);
-    if (takes_w4_gemm(w, m)) {
+    const bool gemm = takes_w4_gemm(w, m);
+    prepare_w4_activations(p, w, xb, m, ws, stream, gemm);
+    if (gemm) {
       if (y.dtype() == DType::kF32)
-        launch_w4_gemm<float>(p, stream);
+        launch_w4_wgmma<float>(p, stream);
       else
-        launch_w4_gemm<bf16>(p, stream);
+        launch_w4_wgmma<bf16>(p, stream);
       return;
     }
     // Many rows: W expanded to BF16 once, then one cuBLASLt GEMM (bias in y's dtype there).

@@ -26,11 +26,12 @@
 // tile per block, K split over up to 16 warps (one wave of the grid), each warp a contiguous run
 // of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a register ring, same MMAs and
 // fragment orders (identical numerics), programmatic dependent launch.
-// W4A16 from 9 to 128 rows takes its own GEMM (quant_w4_gemm.cu) where its 128-row blocks fill
-// the GPU (Llama-3-8B's stacked gate_up): the block's 16, 32 or 64 tokens staged once in shared
-// memory for all of its warps through a cp.async ring beside the codes, group scales and zeros,
-// instead of every 32-row block and warp reading x through L1; narrower weights stay on the
-// tensor-core kernel, which measured faster there.
+// W4A16 from 9 to 128 rows takes a GEMM on Hopper's warpgroup MMA (quant_w4_wgmma.cu) where it
+// measured faster (w4_wgmma_wins: the stacked gate_up from 9 rows, q/k/v from 33, every weight
+// from 65): each warp dequantizes its 16-row tile into wgmma A registers with the same
+// w4_frag, and the tensor cores read x from a swizzled shared-memory tile (x prepared in the
+// codes' k order by launch_w4_prep), instead of every 32-row block and warp reading x through
+// L1; the rest stays on the tensor-core kernel, whose warps split K.
 // Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its weight rows,
 // so a large prefill would read the weight M/64 times. Hence the large-M routes through
 // cuBLASLt: FP8 / INT8 per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with outer-vector
@@ -144,8 +145,11 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
 void set_quant_decode_override(int path, int kw = 0, int u = 0);
 
 // W4A16 past decode sizes (9 to 128 rows): -1 always the tensor-core kernel (qmma_kernel), 0
-// automatic (the W4A16 GEMM where its blocks fill the GPU), 1 that GEMM at any width (benchmarks,
-// tests).
+// automatic (the wgmma GEMM where it measured faster), 1 the wgmma GEMM at any width and any M
+// above 8 (benchmarks, tests).
 void set_w4_gemm_override(int mode);
+// The wgmma GEMM's tokens per block (16, 32, 64) and warpgroups per block (1, 2), 0 choosing;
+// two chunks in flight per warpgroup (1; not at 64 tokens) or one (0 or -1, the default).
+void set_w4_wgmma_shape(int nt, int wg, int pingpong = -1);
 
 }  // namespace kite::cuda
