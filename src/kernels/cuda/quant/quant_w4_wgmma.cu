@@ -115,6 +115,7 @@ __device__ __forceinline__ uint64_t x_desc(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
+
 template <int NT, int WG, int SCH, int STAGES>
 struct Layout {
   static constexpr int kRows = WG * 64;
@@ -304,7 +305,7 @@ void launch(const KParams& p, cudaStream_t stream) {
 }
 
 // A forced block shape for measurements: tokens, warpgroups (0 chooses), two chunks in flight
-// (-1 chooses).
+// (1; -1 or 0: one).
 int g_nt = 0, g_wg = 0, g_pp = -1;
 
 template <int NT, int WG, typename TOut>
@@ -324,7 +325,7 @@ int64_t sm_count() { return device_properties().multiProcessorCount; }
 }  // namespace
 
 // Where it beat the tensor-core kernel on the H200 (BENCHMARKS.md, run 21): on weights whose
-// 128-row blocks of 64 tokens fill the SMs (Llama-3-8B's stacked gate_up: from 16 rows on), and
+// 128-row blocks of 64 tokens fill the SMs (Llama-3-8B's stacked gate_up: from 9 rows on), and
 // on narrower ones from 33 rows on weights wider than 4,096 rows (q/k/v 6,144) and from 65 rows
 // on every weight; the tensor-core kernel, which splits K over its warps, keeps the rest.
 bool w4_wgmma_wins(int64_t m, int64_t n_pad) {
