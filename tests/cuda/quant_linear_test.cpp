@@ -523,6 +523,24 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
     }
 }
 
+// The wgmma GEMM reads x through the prep kernel in the codes' k order (mma_order), composed with
+// act order's gather and input_scale's product: forced on (set_w4_gemm_override(1)), every
+// combination against the CPU op, at M of one, two and several token blocks, K padded or not.
+TEST(CudaQuantLinear, Int4WgmmaTakesActOrderAndInputScale) {
+  auto rng = test_rng();
+  set_w4_gemm_override(1);
+  int i = 0;
+  for (int64_t m : {9, 33, 64, 100})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1000}, {128, 512}})
+      for (int opts = 0; opts < 4; ++opts) {
+        ++i;
+        run_case({QuantFormat::kInt4Group, m, n, k, i % 2 == 0, (opts & 1) != 0, (opts & 2) != 0,
+                  i % 3 == 0 ? DType::kBF16 : DType::kF32},
+                 rng);
+      }
+  set_w4_gemm_override(0);
+}
+
 TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group); }
 TEST(CudaQuantLinear, Fp8PerChannelMatchesCpu) { run_format(QuantFormat::kFp8PerChannel); }
 TEST(CudaQuantLinear, Int8PerChannelMatchesCpu) { run_format(QuantFormat::kInt8PerChannel); }
