@@ -179,23 +179,21 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
                     static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
         if (fi == 0) {
           // W4A16 on each of its kernels: the tensor-core kernel (-1) and the wgmma GEMM (1) on
-          // its own block shape and on each tokens x warpgroups shape ("_2": two chunks in
-          // flight).
+          // its own block shape and on each tokens x warpgroups shape.
           struct Variant {
             const char* name;
-            int mode, nt, wg, pp;
+            int mode, nt, wg;
           };
           const Variant variants[] = {
-              {"int4_qmma_kernel", -1, 0, 0, -1}, {"int4_wgmma", 1, 0, 0, -1},
-              {"int4_wgmma_16x1", 1, 16, 1, 0},   {"int4_wgmma_16x2", 1, 16, 2, 0},
-              {"int4_wgmma_16x2_2", 1, 16, 2, 1}, {"int4_wgmma_32x1", 1, 32, 1, 0},
-              {"int4_wgmma_32x2", 1, 32, 2, 0},   {"int4_wgmma_32x2_2", 1, 32, 2, 1},
-              {"int4_wgmma_64x1", 1, 64, 1, 0},   {"int4_wgmma_64x2", 1, 64, 2, 0}};
+              {"int4_qmma_kernel", -1, 0, 0}, {"int4_wgmma", 1, 0, 0},
+              {"int4_wgmma_16x1", 1, 16, 1},  {"int4_wgmma_16x2", 1, 16, 2},
+              {"int4_wgmma_32x1", 1, 32, 1},  {"int4_wgmma_32x2", 1, 32, 2},
+              {"int4_wgmma_64x1", 1, 64, 1},  {"int4_wgmma_64x2", 1, 64, 2}};
           for (const Variant& v : variants) {
             if (v.nt > 16 && v.nt / 2 >= m) continue;  // more token slots than twice M
             if (m > 128 && v.mode < 1) continue;         // the tensor-core kernel stops at 128
             set_w4_gemm_override(v.mode);
-            set_w4_wgmma_shape(v.nt, v.wg, v.pp);
+            set_w4_wgmma_shape(v.nt, v.wg);
             const double ot = time_us(
                 [&](int c) {
                   quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
@@ -206,7 +204,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
                         static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
           }
           set_w4_gemm_override(0);
-          set_w4_wgmma_shape(0, 0, -1);
+          set_w4_wgmma_shape(0, 0);
         }
       }
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));

@@ -496,19 +496,18 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
       }
       const Tensor old_host = download(old_kernel);
       // Modes 0 (automatic), 1 (the wgmma GEMM, its own choice of block shape) and 2 (the
-      // wgmma GEMM at a forced tokens x warpgroups shape, one or two chunks in flight).
+      // wgmma GEMM at a forced tokens x warpgroups shape).
       constexpr std::pair<int, int> kWgShapes[] = {{16, 1}, {16, 2}, {32, 1}, {32, 2}, {64, 1},
                                                    {64, 2}};
       for (int mode : {0, 1, 2}) {
         const auto [nt, wg] = mode == 2 ? kWgShapes[i % 6] : std::pair<int, int>{0, 0};
-        const int pp = mode == 2 ? (i / 6) % 2 : -1;
         SCOPED_TRACE("N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k) + " group " +
                      std::to_string(sh.group) + " M=" + std::to_string(m) + " mode " +
                      std::to_string(mode) + " wgmma " + std::to_string(nt) + "x" +
-                     std::to_string(wg) + " pp " + std::to_string(pp) + (bias ? " bias" : "") +
+                     std::to_string(wg) + (bias ? " bias" : "") +
                      " out " + dtype_label(out));
         set_w4_gemm_override(std::min(mode, 1));
-        set_w4_wgmma_shape(nt, wg, pp);
+        set_w4_wgmma_shape(nt, wg);
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         Tensor y = device_poisoned({m, sh.n}, out);
         quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
@@ -519,7 +518,7 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
         EXPECT_LE(rel_error(h, old_host), out == DType::kBF16 ? 1e-2 : 1e-5);
       }
       set_w4_gemm_override(0);
-      set_w4_wgmma_shape(0, 0, -1);
+      set_w4_wgmma_shape(0, 0);
     }
 }
 

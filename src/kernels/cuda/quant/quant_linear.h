@@ -148,8 +148,7 @@ void set_quant_decode_override(int path, int kw = 0, int u = 0);
 // automatic (the wgmma GEMM where it measured faster), 1 the wgmma GEMM at any width and any M
 // above 8 (benchmarks, tests).
 void set_w4_gemm_override(int mode);
-// The wgmma GEMM's tokens per block (16, 32, 64) and warpgroups per block (1, 2), 0 choosing;
-// two chunks in flight per warpgroup (1; not at 64 tokens) or one (0 or -1, the default).
-void set_w4_wgmma_shape(int nt, int wg, int pingpong = -1);
+// The wgmma GEMM's tokens per block (16, 32, 64) and warpgroups per block (1, 2), 0 choosing.
+void set_w4_wgmma_shape(int nt, int wg);
 
 }  // namespace kite::cuda

@@ -131,13 +131,13 @@ struct Layout {
   static constexpr int kSmemBytes = STAGES * kStageBytes + 1024;  // + slack to align the base
 };
 
-template <int NT, int WG>
-dim3 grid_of(int64_t m, int64_t n_pad) {
-  return dim3(static_cast<unsigned>(ceil_div(m, NT)),
-              static_cast<unsigned>(ceil_div(n_pad, WG * 64)));
+// Token blocks of nt (x, fastest) by row blocks of wg warpgroups (y) for M rows.
+dim3 grid_for(int64_t m, int64_t n_pad, int nt, int wg) {
+  return dim3(static_cast<unsigned>(ceil_div(m, nt)),
+              static_cast<unsigned>(ceil_div(n_pad, wg * 64)));
 }
 
-template <int NT, int WG, int SCH, int STAGES, bool PP, typename TOut>
+template <int NT, int WG, int SCH, int STAGES, typename TOut>
 __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(const KParams p) {
   using L = Layout<NT, WG, SCH, STAGES>;
   constexpr int kAcc = NT / 2;  // fp32 accumulators per thread
@@ -216,19 +216,11 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-  // A chunk's unscaled products: two chunks in flight with PP (the next chunk's wgmmas run while
-  // the one before is scaled into acc), else one, ended before the next chunk's dequantization.
-  float ct[PP ? 2 : 1][kAcc];
+  // A chunk's unscaled products, ended before the next chunk's dequantization (two chunks in
+  // flight, a second tile of these, measured slower: one block per SM instead of two, run 21).
+  float ct[kAcc];
 #pragma unroll
-  for (int b = 0; b < (PP ? 2 : 1); ++b)
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) ct[b][i] = 0.0f;
-  // acc += the chunk's products times the group scale of rows g (registers i % 4 < 2) and g + 8.
-  auto fold = [&](float(&c)[kAcc], float sg0, float sg8) {
-    fence_registers(c);
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = fmaf(c[i], (i & 2) ? sg8 : sg0, acc[i]);
-  };
+  for (int i = 0; i < kAcc; ++i) ct[i] = 0.0f;
 
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
@@ -248,12 +240,10 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
     const uint8_t* zs = cbase + L::kCodeBytes + L::kScaleBytes;
     // Every stage runs all SCH chunks (no branch around a wgmma: a divergent path makes ptxas
     // serialize them); chunks past K were staged as zero x and zero scales, so they add 0.
-    float s0[SCH], s1[SCH];
 #pragma unroll
     for (int s = 0; s < SCH; ++s) {
       const uint4 wv = reinterpret_cast<const uint4*>(cbase + (warp * SCH + s) * 512)[lane];
-      s0[s] = sc[s * L::kRows + rl];
-      s1[s] = sc[s * L::kRows + rl + 8];
+      const float s0 = sc[s * L::kRows + rl], s1 = sc[s * L::kRows + rl + 8];  // group scales
       const uint32_t z0 = w4_zero2(zs[s * L::kRows + rl]);
       const uint32_t z1 = w4_zero2(zs[s * L::kRows + rl + 8]);
       uint32_t a[4][4];
@@ -262,20 +252,13 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
       const uint32_t xa = smem_addr(base + s * L::kXChunkBytes);
       wgmma_fence();
 #pragma unroll
-      for (int h = 0; h < 4; ++h)
-        WgmmaRs<NT>::run(ct[PP ? (s & 1) : 0], a[h], x_desc(xa + h * 32), h);
+      for (int h = 0; h < 4; ++h) WgmmaRs<NT>::run(ct, a[h], x_desc(xa + h * 32), h);
       wgmma_commit();
-      if constexpr (!PP) {
-        wgmma_wait<0>();
-        fold(ct[0], s0[s], s1[s]);
-      } else if (s >= 1) {  // fold the chunk before while this one runs
-        wgmma_wait<1>();
-        fold(ct[(s - 1) & 1], s0[s - 1], s1[s - 1]);
-      }
-    }
-    if constexpr (PP) {  // the stage's last chunk
       wgmma_wait<0>();
-      fold(ct[(SCH - 1) & 1], s0[SCH - 1], s1[SCH - 1]);
+      fence_registers(ct);
+      // acc += the products times the group scale of rows g (registers i % 4 < 2) and g + 8.
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] = fmaf(ct[i], (i & 2) ? s1 : s0, acc[i]);
     }
   }
   cp_async_wait<0>();  // no copy may still land in shared memory as the block exits
@@ -289,36 +272,27 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
   }
 }
 
-template <int NT, int WG, bool PP, typename TOut>
+template <int NT, int WG, typename TOut>
 void launch(const KParams& p, cudaStream_t stream) {
   constexpr int kSch = 2, kStages = 4;
   using L = Layout<NT, WG, kSch, kStages>;
-  auto kernel = w4_wgmma_kernel<NT, WG, kSch, kStages, PP, TOut>;
+  auto kernel = w4_wgmma_kernel<NT, WG, kSch, kStages, TOut>;
   static const bool ready = [&] {
     KITE_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
     return true;
   }();
   (void)ready;
-  kernel<<<grid_of<NT, WG>(p.m, p.n_pad), L::kThreads, L::kSmemBytes, stream>>>(p);
+  kernel<<<grid_for(p.m, p.n_pad, NT, WG), L::kThreads, L::kSmemBytes, stream>>>(p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
-// A forced block shape for measurements: tokens, warpgroups (0 chooses), two chunks in flight
-// (1; -1 or 0: one).
-int g_nt = 0, g_wg = 0, g_pp = -1;
+// A forced block shape for measurements: tokens, warpgroups (0 chooses).
+int g_nt = 0, g_wg = 0;
 
-template <int NT, int WG, typename TOut>
-void launch_pp(const KParams& p, bool pp, cudaStream_t stream) {
-  // Two chunks in flight at 64 tokens spill (two 32-register tiles beside the accumulators).
-  if constexpr (NT < 64)
-    if (pp) return launch<NT, WG, true, TOut>(p, stream);
-  launch<NT, WG, false, TOut>(p, stream);
-}
-
-// Blocks of `wg` warpgroups for M rows at `nt` tokens a block.
 int64_t blocks_of(int64_t m, int64_t n_pad, int nt, int wg) {
-  return ceil_div(m, nt) * ceil_div(n_pad, 64 * wg);
+  const dim3 grid = grid_for(m, n_pad, nt, wg);
+  return static_cast<int64_t>(grid.x) * grid.y;
 }
 int64_t sm_count() { return device_properties().multiProcessorCount; }
 
@@ -343,12 +317,9 @@ void launch_w4_wgmma(const KParams& p, cudaStream_t stream) {
   int wg = blocks_of(p.m, p.n_pad, nt, 2) * 2 >= sm_count() ? 2 : 1;
   if (g_nt) nt = g_nt;
   if (g_wg) wg = g_wg;
-  const bool pp = g_pp > 0;  // one chunk in flight measured faster (run 21)
-  if (nt == 16)
-    return wg == 2 ? launch_pp<16, 2, TOut>(p, pp, stream) : launch_pp<16, 1, TOut>(p, pp, stream);
-  if (nt == 32)
-    return wg == 2 ? launch_pp<32, 2, TOut>(p, pp, stream) : launch_pp<32, 1, TOut>(p, pp, stream);
-  return wg == 2 ? launch_pp<64, 2, TOut>(p, pp, stream) : launch_pp<64, 1, TOut>(p, pp, stream);
+  if (nt == 16) return wg == 2 ? launch<16, 2, TOut>(p, stream) : launch<16, 1, TOut>(p, stream);
+  if (nt == 32) return wg == 2 ? launch<32, 2, TOut>(p, stream) : launch<32, 1, TOut>(p, stream);
+  return wg == 2 ? launch<64, 2, TOut>(p, stream) : launch<64, 1, TOut>(p, stream);
 }
 
 template void launch_w4_wgmma<float>(const KParams&, cudaStream_t);
@@ -357,9 +328,8 @@ template void launch_w4_wgmma<bf16>(const KParams&, cudaStream_t);
 }  // namespace kite::cuda::quant_detail
 
 namespace kite::cuda {
-void set_w4_wgmma_shape(int nt, int wg, int pingpong) {
+void set_w4_wgmma_shape(int nt, int wg) {
   quant_detail::g_nt = nt;
   quant_detail::g_wg = wg;
-  quant_detail::g_pp = pingpong;
 }
 }  // namespace kite::cuda
