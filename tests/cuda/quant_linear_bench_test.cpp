@@ -179,32 +179,41 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
                     static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
         if (fi == 0) {
           // W4A16 on each of its kernels: the tensor-core kernel (-1) and the wgmma GEMM (1) on
-          // its own block shape and on each tokens x warpgroups shape.
+          // its own plan and on each tokens x warpgroups x K-splits shape; the lean decode
+          // kernel (the automatic row above up to 32 rows) kept off them.
           struct Variant {
-            const char* name;
-            int mode, nt, wg;
+            std::string name;
+            int mode, nt, wg, splits;
           };
-          const Variant variants[] = {
-              {"int4_qmma_kernel", -1, 0, 0}, {"int4_wgmma", 1, 0, 0},
-              {"int4_wgmma_16x1", 1, 16, 1},  {"int4_wgmma_16x2", 1, 16, 2},
-              {"int4_wgmma_32x1", 1, 32, 1},  {"int4_wgmma_32x2", 1, 32, 2},
-              {"int4_wgmma_64x1", 1, 64, 1},  {"int4_wgmma_64x2", 1, 64, 2}};
+          std::vector<Variant> variants = {{"int4_decode", 0, 0, 0, 0},
+                                           {"int4_qmma_kernel", -1, 0, 0, 0},
+                                           {"int4_wgmma", 1, 0, 0, 0}};
+          for (int nt : {16, 32, 64})
+            for (int wg : {1, 2})
+              for (int splits : {1, 2, 4, 8})
+                variants.push_back({"int4_wgmma_" + std::to_string(nt) + "x" +
+                                        std::to_string(wg) + "/" + std::to_string(splits),
+                                    1, nt, wg, splits});
           for (const Variant& v : variants) {
             if (v.nt > 16 && v.nt / 2 >= m) continue;  // more token slots than twice M
-            if (m > 128 && v.mode < 1) continue;         // the tensor-core kernel stops at 128
+            if (m > 128 && (v.mode < 1 || v.splits > 1)) continue;  // decode-side kernels only
+            if (m <= 8 && v.mode == 0) continue;
             set_w4_gemm_override(v.mode);
-            set_w4_wgmma_shape(v.nt, v.wg);
+            set_w4_wgmma_shape(v.nt, v.wg, v.splits);
+            set_w4_decode_rows(v.name == "int4_decode" ? 128 : 8);
+            DeviceBuffer vws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
             const double ot = time_us(
                 [&](int c) {
-                  quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
-                                   test_stream());
+                  quantized_linear(test_blas(), dx, w[c], nullptr, y, vws.data(),
+                                   vws.size_bytes(), test_stream());
                 },
                 kCopies).second;
-            std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", v.name, m, n, k, ot,
+            std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", v.name.c_str(), m, n, k, ot,
                         static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
           }
           set_w4_gemm_override(0);
-          set_w4_wgmma_shape(0, 0);
+          set_w4_wgmma_shape(0, 0, 0);
+          set_w4_decode_rows(64);
         }
       }
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -328,7 +329,8 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
 // The gated FP8 / INT8 GEMV (a gated MLP's [gate; up] weight, silu(gate) * up in the same
 // launch) against the plain quantized linear's F32 output put through silu * up on the host:
 // the same sums, so only the final BF16 rounding differs (bound 5e-3). M from 1 to 8 (at 1 and
-// 2 both quantize the activations in-block); with and without input_scale.
+// 2 both quantize the activations in-block), INT4 up to 64 (the lean decode kernel's token
+// tiles and groups); with and without input_scale.
 TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   auto rng = test_rng();
   // W4: I = 1408 gives gate and up tiles 88 apart with N_pad past 2I; K = 1000 a padded,
@@ -336,7 +338,8 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   for (QuantFormat f :
        {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel, QuantFormat::kInt4Group})
     for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{256, 512}, {1408, 1000}})
-      for (int64_t m : {1, 2, 3, 4, 8}) {
+      for (int64_t m : {1, 2, 3, 4, 8, 9, 16, 21, 32, 40, 64}) {
+        if (m > 8 && f != QuantFormat::kInt4Group) continue;
         Tensor w = random_host({2 * inter, k}, rng, -0.05f, 0.05f);
         QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
                             : f == QuantFormat::kInt4Group    ? quantize_int4_group(w, 128)
@@ -366,7 +369,8 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
 }
 
 // Where the gated GEMV does not apply, it says so and the op refuses: FP8 block weights, more
-// than 8 rows, I not a multiple of 8 (INT4: of 16).
+// than 8 rows (INT4: 64, and 8 off the lean decode kernel's group 128), I not a multiple of 8
+// (INT4: of 16).
 TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   auto rng = test_rng();
   const int64_t k = 256;
@@ -380,6 +384,8 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
       upload_quantized(quantize_int4_group(random_host({512, k}, rng), 128), test_stream());
   const DeviceQuantizedWeight w4_odd =
       upload_quantized(quantize_int4_group(random_host({2 * 40, k}, rng), 128), test_stream());
+  const DeviceQuantizedWeight w4_g64 =
+      upload_quantized(quantize_int4_group(random_host({512, k}, rng), 64), test_stream());
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 8));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 3));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 1));
@@ -387,7 +393,14 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   EXPECT_FALSE(quantized_silu_mul_applies(odd, 4));
   EXPECT_FALSE(quantized_silu_mul_applies(blk, 4));
   EXPECT_TRUE(quantized_silu_mul_applies(w4, 4));
+  EXPECT_TRUE(quantized_silu_mul_applies(w4, 9));
+  EXPECT_TRUE(quantized_silu_mul_applies(w4, 64));
+  EXPECT_FALSE(quantized_silu_mul_applies(w4, 65));
+  EXPECT_TRUE(quantized_silu_mul_applies(w4_g64, 8));
+  EXPECT_FALSE(quantized_silu_mul_applies(w4_g64, 9));
+  set_w4_decode_rows(8);  // KITE_CUDA_W4_DECODE_WIDE=0
   EXPECT_FALSE(quantized_silu_mul_applies(w4, 9));
+  set_w4_decode_rows(64);
   EXPECT_FALSE(quantized_silu_mul_applies(w4_odd, 1));
   const Tensor x = device_empty({9, k}, DType::kBF16);
   Tensor out = device_empty({9, 256}, DType::kBF16);
@@ -459,8 +472,11 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
 }
 
 // The W4A16 GEMM past decode sizes (quant_w4_wgmma.cu, 9 to 128 rows) against the CPU op and
-// against the tensor-core kernel (set_w4_gemm_override(-1)), forced at every width (1), at
-// each forced block shape (2) and automatic (0: the GEMM where w4_wgmma_wins): token blocks of
+// against the tensor-core kernel (set_w4_gemm_override(-1), set_w4_decode_rows(8)), forced at
+// every width (1), at
+// each forced block shape and K split (2; run twice on one workspace, the second bit for bit the
+// first: the split-K counters start from zero again and the partials add up in one order) and
+// automatic (0: the GEMM where w4_wgmma_wins): token blocks of
 // 16, 32 and 64 with M just past each (17, 33) and several token blocks (100, 128); N of a
 // partial 128-row block (300), of one 16-row tile (16), of many blocks (4200) and of a full
 // wave (28,672 at K = 256); K padded (1000) and of many stages; group sizes 64 (a group per
@@ -490,24 +506,28 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
       Tensor old_kernel = device_poisoned({m, sh.n}, out);
       {
         set_w4_gemm_override(-1);
+        set_w4_decode_rows(8);  // not the lean decode kernel either
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, old_kernel, ws.data(),
                          ws.size_bytes(), test_stream());
+        set_w4_decode_rows(64);
       }
       const Tensor old_host = download(old_kernel);
-      // Modes 0 (automatic), 1 (the wgmma GEMM, its own choice of block shape) and 2 (the
-      // wgmma GEMM at a forced tokens x warpgroups shape).
+      // Modes 0 (automatic), 1 (the wgmma GEMM, its own plan) and 2 (the wgmma GEMM at a
+      // forced tokens x warpgroups shape and K split: 1 none, 7 more than some K's have).
       constexpr std::pair<int, int> kWgShapes[] = {{16, 1}, {16, 2}, {32, 1}, {32, 2}, {64, 1},
                                                    {64, 2}};
+      constexpr int kSplits[] = {1, 2, 3, 7};
       for (int mode : {0, 1, 2}) {
         const auto [nt, wg] = mode == 2 ? kWgShapes[i % 6] : std::pair<int, int>{0, 0};
+        const int splits = mode == 2 ? kSplits[i % 4] : 0;
         SCOPED_TRACE("N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k) + " group " +
                      std::to_string(sh.group) + " M=" + std::to_string(m) + " mode " +
                      std::to_string(mode) + " wgmma " + std::to_string(nt) + "x" +
-                     std::to_string(wg) + (bias ? " bias" : "") +
+                     std::to_string(wg) + "/" + std::to_string(splits) + (bias ? " bias" : "") +
                      " out " + dtype_label(out));
         set_w4_gemm_override(std::min(mode, 1));
-        set_w4_wgmma_shape(nt, wg);
+        set_w4_wgmma_shape(nt, wg, splits);
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         Tensor y = device_poisoned({m, sh.n}, out);
         quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
@@ -516,9 +536,17 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
         const Tensor h = download(y);
         EXPECT_LE(rel_error(h, ref), out == DType::kBF16 ? 5e-3 : 1e-4);
         EXPECT_LE(rel_error(h, old_host), out == DType::kBF16 ? 1e-2 : 1e-5);
+        if (mode == 2) {
+          Tensor again = device_poisoned({m, sh.n}, out);
+          quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, again, ws.data(),
+                           ws.size_bytes(), test_stream());
+          KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+          const Tensor h2 = download(again);
+          EXPECT_EQ(std::memcmp(h2.raw(), h.raw(), h.size_bytes()), 0);
+        }
       }
       set_w4_gemm_override(0);
-      set_w4_wgmma_shape(0, 0);
+      set_w4_wgmma_shape(0, 0, 0);
     }
 }
 
@@ -538,6 +566,58 @@ TEST(CudaQuantLinear, Int4WgmmaTakesActOrderAndInputScale) {
                  rng);
       }
   set_w4_gemm_override(0);
+}
+
+// The lean W4 decode kernel past 8 rows (token tiles of 8 dequantizing each chunk once, groups
+// of them per weight tile): at the same warps per tile (forced: 8), each tile gets the MMAs and
+// scaling an 8-row call gives it, so M rows equal the 8-row slices run one by one bit for bit
+// (M = 9 .. 64: 2 or 3 tiles a block, 1 to 3 blocks a weight tile, a partial last tile), F32 and
+// BF16, with a bias; and the CPU op within 1e-4 on the automatic warps.
+TEST(CudaQuantLinear, Int4WideDecodeEqualsEightRowSlices) {
+  auto rng = test_rng();
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1000}, {4096, 2048}})
+    for (int64_t m : {9, 16, 21, 32, 40, 64}) {
+      const QuantizedWeight q = quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128);
+      Tensor x = random_host({m, k}, rng);
+      round_to(x, DType::kBF16);
+      Tensor b = random_host({n}, rng);
+      Tensor ref = Tensor::empty({m, n});
+      ops::quantized_linear(x, q, &b, ref);
+      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+      const Tensor dx = upload(x, DType::kBF16), db = upload(b, DType::kF32);
+      for (DType out : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE("N=" + std::to_string(n) + " M=" + std::to_string(m) + " " + dtype_label(out));
+        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+        if (out == DType::kF32) {
+          Tensor y = device_poisoned({m, n}, out);
+          quantized_linear(test_blas(), dx, dw, &db, y, ws.data(), ws.size_bytes(), test_stream());
+          EXPECT_LE(rel_error(download(y), ref), 1e-4);
+        }
+        set_quant_decode_override(0, 8);
+        Tensor y = device_poisoned({m, n}, out);
+        quantized_linear(test_blas(), dx, dw, &db, y, ws.data(), ws.size_bytes(), test_stream());
+        const size_t esize = out == DType::kF32 ? 4 : 2;
+        for (int64_t r0 = 0; r0 < m; r0 += 8) {
+          const int64_t rows = std::min<int64_t>(8, m - r0);
+          const Tensor xs = Tensor::wrap(static_cast<uint8_t*>(const_cast<void*>(dx.raw())) +
+                                             r0 * k * 2,
+                                         {rows, k}, DType::kBF16, nullptr, Device::kCuda);
+          Tensor ys = device_poisoned({rows, n}, out);
+          DeviceBuffer ws8(std::max<size_t>(quantized_linear_workspace_bytes(dw, rows), 1));
+          quantized_linear(test_blas(), xs, dw, &db, ys, ws8.data(), ws8.size_bytes(),
+                           test_stream());
+          KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+          std::vector<uint8_t> got(static_cast<size_t>(rows * n) * esize),
+              slice(got.size());
+          KITE_CUDA_CHECK(cudaMemcpy(slice.data(), ys.raw(), slice.size(), cudaMemcpyDeviceToHost));
+          KITE_CUDA_CHECK(cudaMemcpy(got.data(),
+                                     static_cast<const uint8_t*>(y.raw()) + r0 * n * esize,
+                                     got.size(), cudaMemcpyDeviceToHost));
+          EXPECT_EQ(std::memcmp(got.data(), slice.data(), got.size()), 0) << "rows " << r0;
+        }
+        set_quant_decode_override(0);
+      }
+    }
 }
 
 TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group); }
@@ -562,7 +642,9 @@ TEST(CudaQuantLinear, Fp8CublasLtRoutesMatchCpu) {
                DType::kBF16};
         c.bias_dtype = DType::kBF16;  // the cuBLASLt routes take a BF16 bias only
         run_case(c, rng);
-        if (route >= 0) EXPECT_EQ(fp8_lt_last_route(), route) << "M=" << m << " N=" << n;
+        if (route >= 0) {
+          EXPECT_EQ(fp8_lt_last_route(), route) << "M=" << m << " N=" << n;
+        }
       }
   }
   set_fp8_lt_route_override(-1);

@@ -21,8 +21,11 @@ using namespace quant_detail;
 // W4A16: xp[r, j] = bf16(x[r, perm[j]] * input_scale[perm[j]]) for j < K, 0 up to ldq.
 __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq,
                                const int32_t* __restrict__ perm, const float* __restrict__ is,
-                               bf16* __restrict__ xp, bool mma_order) {
+                               bf16* __restrict__ xp, bool mma_order, int* __restrict__ zero,
+                               int nzero) {
   const int64_t r = blockIdx.y;
+  if (r == 0 && blockIdx.x == 0)
+    for (int i = threadIdx.x; i < nzero; i += blockDim.x) zero[i] = 0;
   for (int64_t j = blockIdx.x * blockDim.x + threadIdx.x; j < ldq; j += gridDim.x * blockDim.x) {
     int64_t jj = j;  // the channel position j takes
     if (mma_order) {
@@ -134,10 +137,12 @@ using quant_detail::ceil_div;
 using quant_detail::round_up;
 
 void launch_w4_prep(const bf16* x, int64_t m, int64_t k, int64_t ldq, const int32_t* perm,
-                    const float* input_scale, bf16* xp, cudaStream_t stream, bool mma_order) {
+                    const float* input_scale, bf16* xp, cudaStream_t stream, bool mma_order,
+                    int* zero, int nzero) {
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(ldq, 256), 64)),
                   static_cast<unsigned>(m));
-  w4_prep_kernel<<<grid, 256, 0, stream>>>(x, k, ldq, perm, input_scale, xp, mma_order);
+  w4_prep_kernel<<<grid, 256, 0, stream>>>(x, k, ldq, perm, input_scale, xp, mma_order, zero,
+                                           zero ? nzero : 0);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

@@ -14,9 +14,10 @@ namespace kite::cuda {
 // mma_order: each 64-channel chunk's channels reordered to the W4 codes' k order (the wgmma
 // GEMM's B operand, quant_w4_wgmma.cu): position 2d + b holds channel 2w + b, with d = 8h + 4e
 // + t the k-word of channel pair w = 8t + 2h + e.
+// zero: `nzero` ints set to 0 on the way (the wgmma GEMM's split-K counters), or null.
 void launch_w4_prep(const __nv_bfloat16* x, int64_t m, int64_t k, int64_t ldq, const int32_t* perm,
                     const float* input_scale, __nv_bfloat16* xp, cudaStream_t stream,
-                    bool mma_order = false);
+                    bool mma_order = false, int* zero = nullptr, int nzero = 0);
 // FP8 block: per token per group of `group` channels, sx [m, groups] = amax / 448, q = FP8 codes.
 void launch_act_quant_group(const __nv_bfloat16* x, int64_t m, int64_t k, int64_t ldq,
                             int64_t group, int64_t groups, const float* input_scale, uint8_t* q,

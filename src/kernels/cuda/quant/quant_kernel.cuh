@@ -174,6 +174,10 @@ __device__ __forceinline__ void finish_output(const KParams& p, int tok, int row
 
 // The register-ring decode kernel (quant_decode.cu) for M <= 8, every format, and its gated W4
 // form (p.n = the features I, I % 16 == 0, no bias: y [m, I] BF16 = silu(x Wg^T) * (x Wu^T)).
+// W4 on its lean form (w4_lean_applies: group 128, an even chunk count) takes up to
+// kW4DecodeMaxRows rows, in token tiles of 8.
+constexpr int kW4DecodeMaxRows = 128;
+bool w4_lean_applies(int chunks_per_group, int64_t nchunks);
 // The override (set_quant_decode_override) forces warps per 16-row tile and chunks in flight
 // per warp; 0 leaves each automatic.
 struct DecodeOverride {
@@ -196,8 +200,20 @@ void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream);
 // prepared in the codes' k order by launch_w4_prep's mma_order): whether it beats the
 // tensor-core kernel for M rows of an n_pad-row weight (where it is taken), and the launch.
 bool w4_wgmma_wins(int64_t m, int64_t n_pad);
+// Its launch for M rows of an n_pad-row weight of nchunks chunks: tokens per block (nt),
+// warpgroups per block (wg), K split into `splits` ranges of chunks_per_split chunks, `tiles`
+// output tiles (blocks per split). Split K needs w4_wgmma_scratch_bytes of workspace (256-byte
+// aligned) whose counters (w4_wgmma_counters, `tiles` ints) are zero at the launch.
+struct W4WgmmaPlan {
+  int nt, wg, splits, chunks_per_split;
+  int64_t tiles;
+};
+W4WgmmaPlan w4_wgmma_plan(int64_t m, int64_t n_pad, int64_t nchunks);
+size_t w4_wgmma_scratch_bytes(const W4WgmmaPlan& plan, int64_t m, int64_t n_pad);
+int* w4_wgmma_counters(const W4WgmmaPlan& plan, void* scratch);
 template <typename TOut>
-void launch_w4_wgmma(const KParams& p, cudaStream_t stream);
+void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch,
+                     cudaStream_t stream);
 
 // Its in-block activation quantization (KParams::xq_src): at most this many rows, and rows x
 // padded K codes of at most this many bytes (shared memory beside the ring).

@@ -257,6 +257,19 @@ bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
          m * kpad <= kFusedQuantMaxBytes;
 }
 
+// W4A16 from 9 rows up to g_w4_decode_rows (64; at most kW4DecodeMaxRows) on the decode kernel's
+// lean form, token tiles of 8 over one stream of the weight, where that form applies and the
+// decode kernel is not overridden away (BENCHMARKS.md run 22). KITE_CUDA_W4_DECODE_WIDE=0 keeps
+// it at 8 rows (an A/B switch); set_w4_decode_rows for tests and benchmarks.
+int g_w4_decode_rows = env_switched_off("KITE_CUDA_W4_DECODE_WIDE") ? 8 : 64;
+bool takes_w4_wide_decode(int64_t m, int chunks_per_group, int64_t nchunks) {
+  return m > 8 && m <= g_w4_decode_rows && (g_dec_path == 0 || g_dec_path == 2) &&
+         w4_lean_applies(chunks_per_group, nchunks);
+}
+int w4_chunks_per_group(const DeviceQuantizedWeight& w) {
+  return static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
+}
+
 template <int F, typename TOut>
 void launch_fmt(const KParams& p, cudaStream_t stream) {
   constexpr bool kBulk = F == kW4 || F == kFp8Ch || F == kI8Ch;
@@ -264,7 +277,8 @@ void launch_fmt(const KParams& p, cudaStream_t stream) {
     if (takes_bulk(static_cast<Fmt>(F), p.m)) return launch_qgemv_bulk<F, TOut>(p, stream);
   }
   constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
-  if (p.m <= 8 && (g_dec_path >= 2 || (g_dec_path == 0 && kDecodeDefault)))
+  if ((p.m <= 8 && (g_dec_path >= 2 || (g_dec_path == 0 && kDecodeDefault))) ||
+      (F == kW4 && takes_w4_wide_decode(p.m, p.chunks_per_group, p.nchunks)))
     launch_qdec<F, TOut>(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
   else if (p.m <= 8)
     launch_cfg<F, 1, 1, 8, TOut>(p, stream);
@@ -299,6 +313,10 @@ void set_quant_decode_override(int path, int kw, int u) {
   g_dec_u = u;
 }
 
+void set_w4_decode_rows(int rows) {
+  g_w4_decode_rows = std::clamp(rows, 8, kW4DecodeMaxRows);
+}
+
 // Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
 // Rows above which W4A16 expands its weight to BF16 for one cuBLASLt GEMM (w4_dequant.h).
@@ -307,14 +325,23 @@ constexpr int64_t kW4DequantMinRows = 128;
 namespace {
 // W4A16 from 9 to 128 rows: the wgmma GEMM of quant_w4_wgmma.cu where it measured faster than
 // the tensor-core kernel (w4_wgmma_wins), else that kernel (set_w4_gemm_override: -1 always the
-// tensor-core kernel, 1 the wgmma GEMM at any width and any M above 8; KITE_CUDA_W4_GEMM=0 is
-// the same A/B switch as -1).
-int g_w4_gemm_mode = env_switched_off("KITE_CUDA_W4_GEMM") ? -1 : 0;
+// tensor-core kernel, 1 the wgmma GEMM at any width and any M above 8, 2 the wgmma GEMM at any
+// width from 9 to 128 rows). The A/B switches: KITE_CUDA_W4_GEMM=0 is -1, =2 is 2.
+int w4_gemm_mode_from_env() {
+  const char* v = std::getenv("KITE_CUDA_W4_GEMM");
+  if (v && std::strcmp(v, "2") == 0) return 2;
+  return env_switched_off("KITE_CUDA_W4_GEMM") ? -1 : 0;
+}
+int g_w4_gemm_mode = w4_gemm_mode_from_env();
 
 bool takes_w4_gemm(const DeviceQuantizedWeight& w, int64_t m) {
   if (w.format != QuantFormat::kInt4Group || m <= 8 || g_w4_gemm_mode < 0) return false;
-  if (g_w4_gemm_mode > 0) return true;  // measurements and tests: at any M
-  return m <= kW4DequantMinRows && w4_wgmma_wins(m, w.padded_out);
+  if (g_w4_gemm_mode == 1) return true;  // measurements and tests: at any M
+  if (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk)) return false;
+  return m <= kW4DequantMinRows && (g_w4_gemm_mode == 2 || w4_wgmma_wins(m, w.padded_out));
+}
+W4WgmmaPlan w4_plan(const DeviceQuantizedWeight& w, int64_t m) {
+  return w4_wgmma_plan(m, w.padded_out, w.padded_in / kChunk);
 }
 }  // namespace
 
@@ -329,8 +356,9 @@ bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m) {
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   const size_t kp = static_cast<size_t>(w.padded_in),
                mm = static_cast<size_t>(std::max<int64_t>(m, 0));
-  if (w.format == QuantFormat::kInt4Group)  // x prepared; above the threshold, W in BF16 too
+  if (w.format == QuantFormat::kInt4Group)  // x prepared; then the wgmma GEMM's split K or W
     return static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp * 2), 256)) +
+           (takes_w4_gemm(w, m) ? w4_wgmma_scratch_bytes(w4_plan(w, m), m, w.padded_out) : 0) +
            (takes_lt_route(w, m) ? static_cast<size_t>(w.padded_out) * kp * 2 : 0);
   const size_t groups = w.format == QuantFormat::kFp8Block
                             ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols))
@@ -395,17 +423,17 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
 // reordered into the workspace's start.
 void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf16* xb,
                             int64_t m, void* workspace, cudaStream_t stream,
-                            bool mma_order = false) {
+                            bool mma_order = false, int* zero = nullptr, int nzero = 0) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
-  p.chunks_per_group = static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
+  p.chunks_per_group = w4_chunks_per_group(w);
   if (!mma_order && !w.perm.defined() && !is && k % kChunk == 0) {
     p.x = xb;
     p.ldx = static_cast<int>(k);
   } else {
     auto* xp = static_cast<bf16*>(workspace);
     launch_w4_prep(xb, m, k, kp, w.perm.defined() ? w.perm.data<int32_t>() : nullptr, is, xp,
-                   stream, mma_order);
+                   stream, mma_order, zero, nzero);
     p.x = xp;
     p.ldx = static_cast<int>(kp);
   }
@@ -478,14 +506,19 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   auto* ws = static_cast<uint8_t*>(workspace);
   if (f == kW4) {
     const bool gemm = takes_w4_gemm(w, m);
-    prepare_w4_activations(p, w, xb, m, ws, stream, gemm);
     if (gemm) {
+      // The prep kernel zeroes the split-K counters past the prepared x.
+      const W4WgmmaPlan plan = w4_plan(w, m);
+      void* scratch = ws + round_up(m * kp * 2, 256);
+      prepare_w4_activations(p, w, xb, m, ws, stream, true, w4_wgmma_counters(plan, scratch),
+                             static_cast<int>(plan.tiles));
       if (y.dtype() == DType::kF32)
-        launch_w4_wgmma<float>(p, stream);
+        launch_w4_wgmma<float>(p, plan, scratch, stream);
       else
-        launch_w4_wgmma<bf16>(p, stream);
+        launch_w4_wgmma<bf16>(p, plan, scratch, stream);
       return;
     }
+    prepare_w4_activations(p, w, xb, m, ws, stream);
     // Many rows: W expanded to BF16 once, then one cuBLASLt GEMM (bias in y's dtype there).
     if (takes_lt_route(w, m) && (!bias || bias->dtype() == y.dtype())) {
       auto* wd = reinterpret_cast<bf16*>(ws + round_up(m * kp * 2, 256));
@@ -544,8 +577,10 @@ bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
   // W4: where the decode kernel takes the linear (M <= 8, not forced elsewhere), with whole
   // 16-row tiles in each half.
   if (f == kW4)
-    return g_gated_auto && m <= 8 && !takes_bulk(f, m) && (g_dec_path == 0 || g_dec_path == 2) &&
-           w.out_features % 32 == 0;
+    return g_gated_auto && w.out_features % 32 == 0 &&
+           ((m <= 8 && !takes_bulk(f, m) && (g_dec_path == 0 || g_dec_path == 2)) ||
+            (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk) &&
+             g_w4_gemm_mode != 1));
   return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) &&
          (g_gated_fq || m > kFusedQuantRows) && w.out_features % 16 == 0;
 }

@@ -146,9 +146,13 @@ void set_quant_decode_override(int path, int kw = 0, int u = 0);
 
 // W4A16 past decode sizes (9 to 128 rows): -1 always the tensor-core kernel (qmma_kernel), 0
 // automatic (the wgmma GEMM where it measured faster), 1 the wgmma GEMM at any width and any M
-// above 8 (benchmarks, tests).
+// above 8 (benchmarks, tests), 2 the wgmma GEMM at any width from 9 to 128 rows.
 void set_w4_gemm_override(int mode);
-// The wgmma GEMM's tokens per block (16, 32, 64) and warpgroups per block (1, 2), 0 choosing.
-void set_w4_wgmma_shape(int nt, int wg);
+// The wgmma GEMM's tokens per block (16, 32, 64), warpgroups per block (1, 2) and ranges K is
+// split into (1 none; at most the chunks), 0 choosing.
+void set_w4_wgmma_shape(int nt, int wg, int splits = 0);
+// W4A16 on the decode kernel's lean form (group 128, an even chunk count) up to this many rows
+// (8 to 32, token tiles of 8; default 32, KITE_CUDA_W4_DECODE_WIDE=0: 8), past them the GEMMs.
+void set_w4_decode_rows(int rows);
 
 }  // namespace kite::cuda

@@ -14,7 +14,15 @@
 // into a fresh fp32 tile that is then scaled by the rows' group scale into the accumulators (the
 // other W4 kernels' numerics). x arrives in the codes' k order (launch_w4_prep's mma_order: see
 // x_desc). Where it is taken: w4_wgmma_wins (BENCHMARKS.md, run 21).
+//
+// Split K (blockIdx.z): weights too narrow to give every SM a block (down, o and q/k/v below 65
+// rows: 32-48 row blocks against 132 SMs) split the chunks into plan.splits ranges. Each block
+// writes its fp32 partial tile to the workspace and counts itself in on its output tile's
+// counter (zeroed by the prep kernel that runs before); the last one in adds the partials in
+// split order (the same sum whichever block is last) and runs the epilogue.
 #include <cuda_bf16.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/common.cuh"
@@ -137,8 +145,16 @@ dim3 grid_for(int64_t m, int64_t n_pad, int nt, int wg) {
               static_cast<unsigned>(ceil_div(n_pad, wg * 64)));
 }
 
+// Split K's workspace: partial sums [splits, m, n_pad] F32 and one counter per output tile.
+struct SplitK {
+  float* partial;
+  int* counters;
+  int chunks;  // per split
+};
+
 template <int NT, int WG, int SCH, int STAGES, typename TOut>
-__global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(const KParams p) {
+__global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3)
+    w4_wgmma_kernel(const KParams p, const SplitK sk) {
   using L = Layout<NT, WG, SCH, STAGES>;
   constexpr int kAcc = NT / 2;  // fp32 accumulators per thread
   extern __shared__ uint8_t smem_raw[];
@@ -148,7 +164,9 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
   const int tok0 = blockIdx.x * NT;
   const int tile0 = blockIdx.y * L::kTiles;  // the block's first 16-row tile
   const int tiles = p.n_pad / 16;
-  const int stages = (p.nchunks + SCH - 1) / SCH;
+  // This block's chunks: [c0, c0 + nloc) of K.
+  const int c0 = blockIdx.z * sk.chunks, nloc = min(sk.chunks, p.nchunks - c0);
+  const int stages = (nloc + SCH - 1) / SCH;
 
   auto stage_ptr = [&](int slot) { return smem + slot * L::kStageBytes; };
   // This thread's copies of every stage, the same but for the chunk: where from at the stage's
@@ -165,10 +183,10 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
   for (int j = 0; j < kXCopies; ++j) {
     const int i = tid + j * L::kThreads;
     const int tk = i / (SCH * 8), s = (i / 8) % SCH, u = i % 8, tok = tok0 + tk;
-    xsrc[j] = x + static_cast<int64_t>(min(tok, p.m - 1)) * p.ldx + s * kChunk + u * 8;
+    xsrc[j] = x + static_cast<int64_t>(min(tok, p.m - 1)) * p.ldx + (c0 + s) * kChunk + u * 8;
     // x in the codes' k order (launch_w4_prep's mma_order, see x_desc), 128-byte swizzled.
     xdst[j] = s * L::kXChunkBytes + tk * 128 + ((u ^ (tk & 7)) << 4);
-    xlim[j] = tok < p.m ? p.nchunks - s : 0;
+    xlim[j] = tok < p.m ? nloc - s : 0;
   }
   const uint8_t* csrc[kCCopies];
   int cdst[kCCopies], clim[kCCopies];
@@ -176,9 +194,10 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
   for (int j = 0; j < kCCopies; ++j) {
     const int i = tid + j * L::kThreads;
     const int tl = i / (SCH * 32), s = (i / 32) % SCH, q = i % 32, tile = tile0 + tl;
-    csrc[j] = p.codes + (static_cast<int64_t>(min(tile, tiles - 1)) * p.nchunks + s) * 512 + q * 16;
+    csrc[j] =
+        p.codes + (static_cast<int64_t>(min(tile, tiles - 1)) * p.nchunks + c0 + s) * 512 + q * 16;
     cdst[j] = L::kXBytes + (tl * SCH + s) * 512 + q * 16;
-    clim[j] = tile < tiles ? p.nchunks - s : 0;
+    clim[j] = tile < tiles ? nloc - s : 0;
   }
   auto load_stage = [&](int st) {
     uint8_t* base = stage_ptr(st % STAGES);
@@ -204,8 +223,8 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
       const int c = cs + s;
       const bool scale = r < L::kRows / 4;
       const int row = tile0 * 16 + (scale ? r * 4 : (r - L::kRows / 4) * 16);
-      const bool ok = c < p.nchunks && row < p.n_pad;
-      const int64_t o = ok ? static_cast<int64_t>(group_of_chunk(p, c)) * p.n_pad + row : 0;
+      const bool ok = c < nloc && row < p.n_pad;
+      const int64_t o = ok ? static_cast<int64_t>(group_of_chunk(p, c0 + c)) * p.n_pad + row : 0;
       if (scale)
         cp_async16(sbase + (s * L::kRows + r * 4) * 4, p.wscale + o, ok);
       else
@@ -264,16 +283,40 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3) w4_wgmma_kernel(con
   cp_async_wait<0>();  // no copy may still land in shared memory as the block exits
 
   const int t = lane & 3;
+  auto row_of = [&](int i) { return (tile0 + warp) * 16 + g + ((i & 2) ? 8 : 0); };
+  auto tok_of = [&](int i) { return tok0 + (i / 4) * 8 + 2 * t + (i & 1); };
+  if (gridDim.z > 1) {
+    const int64_t plane = static_cast<int64_t>(p.m) * p.n_pad;
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
-    const int row = (tile0 + warp) * 16 + g + ((i & 2) ? 8 : 0);
-    const int tok = tok0 + (i / 4) * 8 + 2 * t + (i & 1);
-    if (row < p.n && tok < p.m) finish_output<kW4, TOut>(p, tok, row, acc[i]);
+    for (int i = 0; i < kAcc; ++i)
+      if (row_of(i) < p.n && tok_of(i) < p.m)
+        __stcg(sk.partial + blockIdx.z * plane + static_cast<int64_t>(tok_of(i)) * p.n_pad + row_of(i),
+               acc[i]);
+    __threadfence();  // the partials visible device-wide before the count says so
+    __shared__ int last;
+    __syncthreads();
+    int* counter = sk.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    if (tid == 0) last = atomicAdd(counter, 1) == static_cast<int>(gridDim.z) - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (tid == 0) *counter = 0;  // ready for the next launch (the prep kernel zeroes it too)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      if (row_of(i) >= p.n || tok_of(i) >= p.m) continue;
+      const float* src = sk.partial + static_cast<int64_t>(tok_of(i)) * p.n_pad + row_of(i);
+      float v = 0.0f;
+      for (int z = 0; z < static_cast<int>(gridDim.z); ++z) v += __ldcg(src + z * plane);
+      acc[i] = v;
+    }
   }
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i)
+    if (row_of(i) < p.n && tok_of(i) < p.m) finish_output<kW4, TOut>(p, tok_of(i), row_of(i), acc[i]);
 }
 
 template <int NT, int WG, typename TOut>
-void launch(const KParams& p, cudaStream_t stream) {
+void launch(const KParams& p, const W4WgmmaPlan& plan, const SplitK& sk, cudaStream_t stream) {
   constexpr int kSch = 2, kStages = 4;
   using L = Layout<NT, WG, kSch, kStages>;
   auto kernel = w4_wgmma_kernel<NT, WG, kSch, kStages, TOut>;
@@ -283,18 +326,28 @@ void launch(const KParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)ready;
-  kernel<<<grid_for(p.m, p.n_pad, NT, WG), L::kThreads, L::kSmemBytes, stream>>>(p);
+  dim3 grid = grid_for(p.m, p.n_pad, NT, WG);
+  grid.z = static_cast<unsigned>(plan.splits);
+  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, sk);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
-// A forced block shape for measurements: tokens, warpgroups (0 chooses).
-int g_nt = 0, g_wg = 0;
+// A forced block shape for measurements: tokens, warpgroups, K splits (0 chooses).
+int g_nt = 0, g_wg = 0, g_splits = 0;
 
 int64_t blocks_of(int64_t m, int64_t n_pad, int nt, int wg) {
   const dim3 grid = grid_for(m, n_pad, nt, wg);
   return static_cast<int64_t>(grid.x) * grid.y;
 }
 int64_t sm_count() { return device_properties().multiProcessorCount; }
+
+// Chunks per split: a whole number of 2-chunk stages, at least kMinSplitChunks unless forced
+// (at M = 128, 2 splits of Llama-3-8B's down, 224 chunks, measured 79.7 us against 86.3 whole;
+// of o and q/k/v, 64 chunks, 34.4 against 28.7 and 41.7 against 37.0: BENCHMARKS.md run 22).
+constexpr int kMinSplitChunks = 64;
+int chunks_per_split(int64_t nchunks, int splits) {
+  return static_cast<int>(round_up(ceil_div(nchunks, static_cast<int64_t>(splits)), 2));
+}
 
 }  // namespace
 
@@ -310,26 +363,60 @@ bool w4_wgmma_wins(int64_t m, int64_t n_pad) {
 // Tokens per block: the widest wgmma M needs (16, 32, 64), but 32 at most unless 64-token
 // blocks of two warpgroups fill the SMs (narrow weights want more, smaller blocks); two
 // warpgroups sharing the block's x where that leaves at least a block for every other SM.
-template <typename TOut>
-void launch_w4_wgmma(const KParams& p, cudaStream_t stream) {
-  int nt = p.m <= 16 ? 16 : p.m <= 32 ? 32 : 64;
-  if (nt == 64 && blocks_of(p.m, p.n_pad, 64, 2) < sm_count()) nt = 32;
-  int wg = blocks_of(p.m, p.n_pad, nt, 2) * 2 >= sm_count() ? 2 : 1;
+// Split K where the blocks still leave SMs idle: as many splits as bring the blocks to two per
+// SM (the residency of the two-warpgroup shape), each of at least kMinSplitChunks chunks.
+W4WgmmaPlan w4_wgmma_plan(int64_t m, int64_t n_pad, int64_t nchunks) {
+  int nt = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+  if (nt == 64 && blocks_of(m, n_pad, 64, 2) < sm_count()) nt = 32;
+  int wg = blocks_of(m, n_pad, nt, 2) * 2 >= sm_count() ? 2 : 1;
   if (g_nt) nt = g_nt;
   if (g_wg) wg = g_wg;
-  if (nt == 16) return wg == 2 ? launch<16, 2, TOut>(p, stream) : launch<16, 1, TOut>(p, stream);
-  if (nt == 32) return wg == 2 ? launch<32, 2, TOut>(p, stream) : launch<32, 1, TOut>(p, stream);
-  return wg == 2 ? launch<64, 2, TOut>(p, stream) : launch<64, 1, TOut>(p, stream);
+  const int64_t tiles = blocks_of(m, n_pad, nt, wg);
+  int splits = static_cast<int>(std::clamp<int64_t>(
+      std::min(2 * sm_count() / tiles, nchunks / kMinSplitChunks), 1, 64));
+  if (g_splits) splits = static_cast<int>(std::min<int64_t>(g_splits, nchunks));
+  const int cps = chunks_per_split(nchunks, splits);
+  splits = static_cast<int>(ceil_div(nchunks, static_cast<int64_t>(cps)));  // none left empty
+  return {nt, wg, splits, cps, tiles};
 }
 
-template void launch_w4_wgmma<float>(const KParams&, cudaStream_t);
-template void launch_w4_wgmma<bf16>(const KParams&, cudaStream_t);
+size_t w4_wgmma_scratch_bytes(const W4WgmmaPlan& plan, int64_t m, int64_t n_pad) {
+  if (plan.splits <= 1) return 0;
+  return static_cast<size_t>(round_up(plan.tiles * 4, 256)) +
+         static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n_pad) * 4;
+}
+
+int* w4_wgmma_counters(const W4WgmmaPlan& plan, void* scratch) {
+  return plan.splits > 1 ? static_cast<int*>(scratch) : nullptr;
+}
+
+template <typename TOut>
+void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch,
+                     cudaStream_t stream) {
+  SplitK sk{nullptr, nullptr, p.nchunks};
+  if (plan.splits > 1) {
+    sk.counters = static_cast<int*>(scratch);
+    sk.partial = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) +
+                                          round_up(plan.tiles * 4, 256));
+    sk.chunks = plan.chunks_per_split;
+  }
+  const int nt = plan.nt, wg = plan.wg;
+  if (nt == 16)
+    return wg == 2 ? launch<16, 2, TOut>(p, plan, sk, stream) : launch<16, 1, TOut>(p, plan, sk, stream);
+  if (nt == 32)
+    return wg == 2 ? launch<32, 2, TOut>(p, plan, sk, stream) : launch<32, 1, TOut>(p, plan, sk, stream);
+  return wg == 2 ? launch<64, 2, TOut>(p, plan, sk, stream) : launch<64, 1, TOut>(p, plan, sk, stream);
+}
+
+template void launch_w4_wgmma<float>(const KParams&, const W4WgmmaPlan&, void*, cudaStream_t);
+template void launch_w4_wgmma<bf16>(const KParams&, const W4WgmmaPlan&, void*, cudaStream_t);
 
 }  // namespace kite::cuda::quant_detail
 
 namespace kite::cuda {
-void set_w4_wgmma_shape(int nt, int wg) {
+void set_w4_wgmma_shape(int nt, int wg, int splits) {
   quant_detail::g_nt = nt;
   quant_detail::g_wg = wg;
+  quant_detail::g_splits = splits;
 }
 }  // namespace kite::cuda
