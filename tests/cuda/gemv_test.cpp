@@ -56,7 +56,11 @@ TEST_P(CudaGemvTest, MatchesFloat64Reference) {
   for (int64_t width : c.widths) ys.push_back(device_poisoned({c.m, width}, c.out));
   std::vector<Tensor*> yp;
   for (Tensor& y : ys) yp.push_back(&y);
-  ASSERT_TRUE(gemv_applies(dx, dw, ys[0]));
+  const int64_t saved_rows = gemv_rows();
+  set_gemv_rows(kGemvMaxRows);  // every M the kernels take, not only what linear() sends
+  const bool applies = gemv_applies(dx, dw, ys[0]);
+  set_gemv_rows(saved_rows);
+  ASSERT_TRUE(applies);
   const GemvKernel saved = gemv_kernel();
   set_gemv_kernel(c.kernel);
   gemv_split(dx, dw, c.bias ? &db : nullptr, yp, c.m, test_stream());
@@ -132,10 +136,13 @@ TEST_P(CudaGemvSiluMulTest, MatchesFloat64Reference) {
   const Tensor dx = upload(x, DType::kBF16), dw = upload(w, DType::kBF16);
   Tensor y = device_poisoned({c.m, c.inter}, c.out);
   const GemvKernel saved = gemv_kernel();
+  const int64_t saved_rows = gemv_rows();
   set_gemv_kernel(c.kernel);
+  set_gemv_rows(kGemvMaxRows);
   const bool applies = gemv_silu_mul_applies(dx, dw, y);
   if (applies) gemv_silu_mul(dx, dw, y, c.m, test_stream());
   set_gemv_kernel(saved);
+  set_gemv_rows(saved_rows);
   ASSERT_TRUE(applies);
   KITE_EXPECT_CLOSE(download(y), ref, c.out == DType::kBF16 ? kTolBF16 : 1e-3);
 }

@@ -213,7 +213,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
           }
           set_w4_gemm_override(0);
           set_w4_wgmma_shape(0, 0, 0);
-          set_w4_decode_rows(64);
+          set_w4_decode_rows(32);
         }
       }
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));

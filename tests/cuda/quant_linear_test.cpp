@@ -330,9 +330,10 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
 // launch) against the plain quantized linear's F32 output put through silu * up on the host:
 // the same sums, so only the final BF16 rounding differs (bound 5e-3). M from 1 to 8 (at 1 and
 // 2 both quantize the activations in-block), INT4 up to 64 (the lean decode kernel's token
-// tiles and groups); with and without input_scale.
+// tiles and groups, taken up to 32 rows by default: raised here); with and without input_scale.
 TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   auto rng = test_rng();
+  set_w4_decode_rows(64);
   // W4: I = 1408 gives gate and up tiles 88 apart with N_pad past 2I; K = 1000 a padded,
   // partial last group (the activations then go through the prep kernel).
   for (QuantFormat f :
@@ -366,10 +367,11 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
         EXPECT_LE(rel_error(download(out), ref), 5e-3)
             << quant_format_name(f) << " M=" << m << " I=" << inter << " K=" << k;
       }
+  set_w4_decode_rows(32);
 }
 
 // Where the gated GEMV does not apply, it says so and the op refuses: FP8 block weights, more
-// than 8 rows (INT4: 64, and 8 off the lean decode kernel's group 128), I not a multiple of 8
+// than 8 rows (INT4: 32, and 8 off the lean decode kernel's group 128), I not a multiple of 8
 // (INT4: of 16).
 TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   auto rng = test_rng();
@@ -394,13 +396,13 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   EXPECT_FALSE(quantized_silu_mul_applies(blk, 4));
   EXPECT_TRUE(quantized_silu_mul_applies(w4, 4));
   EXPECT_TRUE(quantized_silu_mul_applies(w4, 9));
-  EXPECT_TRUE(quantized_silu_mul_applies(w4, 64));
-  EXPECT_FALSE(quantized_silu_mul_applies(w4, 65));
+  EXPECT_TRUE(quantized_silu_mul_applies(w4, 32));
+  EXPECT_FALSE(quantized_silu_mul_applies(w4, 33));
   EXPECT_TRUE(quantized_silu_mul_applies(w4_g64, 8));
   EXPECT_FALSE(quantized_silu_mul_applies(w4_g64, 9));
   set_w4_decode_rows(8);  // KITE_CUDA_W4_DECODE_WIDE=0
   EXPECT_FALSE(quantized_silu_mul_applies(w4, 9));
-  set_w4_decode_rows(64);
+  set_w4_decode_rows(32);
   EXPECT_FALSE(quantized_silu_mul_applies(w4_odd, 1));
   const Tensor x = device_empty({9, k}, DType::kBF16);
   Tensor out = device_empty({9, 256}, DType::kBF16);
@@ -510,7 +512,7 @@ TEST(CudaQuantLinear, Int4GemmPastDecodeSizesMatchesCpu) {
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
         quantized_linear(test_blas(), dx, dw, bias ? &db : nullptr, old_kernel, ws.data(),
                          ws.size_bytes(), test_stream());
-        set_w4_decode_rows(64);
+        set_w4_decode_rows(32);
       }
       const Tensor old_host = download(old_kernel);
       // Modes 0 (automatic), 1 (the wgmma GEMM, its own plan) and 2 (the wgmma GEMM at a
@@ -571,10 +573,12 @@ TEST(CudaQuantLinear, Int4WgmmaTakesActOrderAndInputScale) {
 // The lean W4 decode kernel past 8 rows (token tiles of 8 dequantizing each chunk once, groups
 // of them per weight tile): at the same warps per tile (forced: 8), each tile gets the MMAs and
 // scaling an 8-row call gives it, so M rows equal the 8-row slices run one by one bit for bit
-// (M = 9 .. 64: 2 or 3 tiles a block, 1 to 3 blocks a weight tile, a partial last tile), F32 and
-// BF16, with a bias; and the CPU op within 1e-4 on the automatic warps.
+// (M = 9 .. 64: 2 or 3 tiles a block, 1 to 3 blocks a weight tile, a partial last tile; taken up
+// to 32 rows by default, raised here), F32 and BF16, with a bias; and the CPU op within 1e-4 on
+// the automatic warps.
 TEST(CudaQuantLinear, Int4WideDecodeEqualsEightRowSlices) {
   auto rng = test_rng();
+  set_w4_decode_rows(64);
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1000}, {4096, 2048}})
     for (int64_t m : {9, 16, 21, 32, 40, 64}) {
       const QuantizedWeight q = quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128);
@@ -618,6 +622,7 @@ TEST(CudaQuantLinear, Int4WideDecodeEqualsEightRowSlices) {
         set_quant_decode_override(0);
       }
     }
+  set_w4_decode_rows(32);
 }
 
 TEST(CudaQuantLinear, Int4GroupMatchesCpu) { run_format(QuantFormat::kInt4Group); }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
@@ -141,6 +142,18 @@ void launch(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tens
 void set_gemv_kernel(GemvKernel kernel) { g_kernel = kernel; }
 GemvKernel gemv_kernel() { return g_kernel; }
 
+namespace {
+int64_t rows_from_env() {
+  const char* v = std::getenv("KITE_CUDA_GEMV_ROWS");
+  const int64_t r = v ? std::atoll(v) : 0;
+  return r >= 1 && r <= kGemvMaxRows ? r : 0;
+}
+int64_t g_gemv_rows = rows_from_env();  // 0: the rule (gemv.h)
+}  // namespace
+
+int64_t gemv_rows() { return g_gemv_rows; }
+void set_gemv_rows(int64_t rows) { g_gemv_rows = std::clamp<int64_t>(rows, 0, kGemvMaxRows); }
+
 bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y) {
   static const bool off = std::getenv("KITE_CUDA_NO_GEMV") != nullptr;  // A/B switch
   if (off) return false;
@@ -150,6 +163,9 @@ bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y) {
   if (k <= 0 || k % 8 != 0) return false;
   const int64_t m = x.numel() / k;
   if (m < 1 || m > kGemvMaxRows) return false;
+  if (g_gemv_rows > 0 ? m > g_gemv_rows
+                      : m > 1 && weight.size_bytes() >= static_cast<size_t>(kGemvMultiRowMaxBytes))
+    return false;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return aligned(x.raw()) && aligned(weight.raw());
 }

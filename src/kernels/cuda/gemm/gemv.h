@@ -29,9 +29,20 @@ void set_gemv_kernel(GemvKernel kernel);
 GemvKernel gemv_kernel();
 
 // True when gemv() takes this call: BF16 x and W, y BF16 or F32 (bias in y's dtype), M in
-// [1, kGemvMaxRows], K a multiple of 8 and x / W 16-byte aligned — and KITE_CUDA_NO_GEMV
+// [1, gemv_rows()], K a multiple of 8 and x / W 16-byte aligned — and KITE_CUDA_NO_GEMV
 // unset (an A/B switch: cuBLASLt for every shape).
 bool gemv_applies(const Tensor& x, const Tensor& weight, const Tensor& y);
+
+// Which rows linear() sends to the GEMV (the kernels take up to kGemvMaxRows): one row always,
+// 2 to 8 rows only on weights under kGemvMultiRowMaxBytes. On Llama-3-8B's weights (33-235 MB)
+// cuBLASLt measured faster from two rows (BENCHMARKS.md run 22: decode at batch 2 / 4 / 8
+// 4.67 / 4.77 / 4.90 ms a step against 5.54 / 6.26 / 11.28 on the GEMV), on DeepSeek-V2-Lite's
+// (2-13 MB, but for its first MLP and lm_head) the GEMV (batch 2 3.22 against 3.36 ms).
+// KITE_CUDA_GEMV_ROWS=N (1..8) sends every weight up to N rows instead (A/B runs); so does
+// set_gemv_rows(N) (tests; 0 restores the rule), gemv_rows() the setting (0: the rule).
+inline constexpr int64_t kGemvMultiRowMaxBytes = 32'000'000;
+int64_t gemv_rows();
+void set_gemv_rows(int64_t rows);
 
 // Shapes are checked by the caller (linear()).
 void gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y, int64_t m,

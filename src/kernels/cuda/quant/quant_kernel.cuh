@@ -200,6 +200,8 @@ void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream);
 // prepared in the codes' k order by launch_w4_prep's mma_order): whether it beats the
 // tensor-core kernel for M rows of an n_pad-row weight (where it is taken), and the launch.
 bool w4_wgmma_wins(int64_t m, int64_t n_pad);
+// Whether its 128-row blocks of 64 tokens are at least one a SM on an n_pad-row weight.
+bool w4_wgmma_fills_sms(int64_t n_pad);
 // Its launch for M rows of an n_pad-row weight of nchunks chunks: tokens per block (nt),
 // warpgroups per block (wg), K split into `splits` ranges of chunks_per_split chunks, `tiles`
 // output tiles (blocks per split). Split K needs w4_wgmma_scratch_bytes of workspace (256-byte

@@ -257,14 +257,19 @@ bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
          m * kpad <= kFusedQuantMaxBytes;
 }
 
-// W4A16 from 9 rows up to g_w4_decode_rows (64; at most kW4DecodeMaxRows) on the decode kernel's
-// lean form, token tiles of 8 over one stream of the weight, where that form applies and the
-// decode kernel is not overridden away (BENCHMARKS.md run 22). KITE_CUDA_W4_DECODE_WIDE=0 keeps
-// it at 8 rows (an A/B switch); set_w4_decode_rows for tests and benchmarks.
-int g_w4_decode_rows = env_switched_off("KITE_CUDA_W4_DECODE_WIDE") ? 8 : 64;
-bool takes_w4_wide_decode(int64_t m, int chunks_per_group, int64_t nchunks) {
+// W4A16 from 9 rows up to g_w4_decode_rows (32; at most kW4DecodeMaxRows) on the decode
+// kernel's lean form, token tiles of 8 over one stream of the weight, where that form applies
+// and the decode kernel is not overridden away — but past 24 rows not on weights wide enough
+// for the wgmma GEMM to fill the SMs (the stacked gate_up: 41.7 us on the GEMM against 54.2 at
+// M = 32; the narrow ones 26.1 against 40.7 (down), 9.3 against 14.6 (o); at M = 64 the decode
+// kernel measured no faster than the others: BENCHMARKS.md run 22). KITE_CUDA_W4_DECODE_WIDE=0
+// keeps it at 8 rows (an A/B switch); set_w4_decode_rows for tests and benchmarks.
+constexpr int64_t kW4DecodeWideWeightRows = 24;
+int g_w4_decode_rows = env_switched_off("KITE_CUDA_W4_DECODE_WIDE") ? 8 : 32;
+bool takes_w4_wide_decode(int64_t m, int chunks_per_group, int64_t nchunks, int64_t n_pad) {
   return m > 8 && m <= g_w4_decode_rows && (g_dec_path == 0 || g_dec_path == 2) &&
-         w4_lean_applies(chunks_per_group, nchunks);
+         w4_lean_applies(chunks_per_group, nchunks) &&
+         (m <= kW4DecodeWideWeightRows || !w4_wgmma_fills_sms(n_pad));
 }
 int w4_chunks_per_group(const DeviceQuantizedWeight& w) {
   return static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
@@ -278,7 +283,7 @@ void launch_fmt(const KParams& p, cudaStream_t stream) {
   }
   constexpr bool kDecodeDefault = F == kW4 || F == kFp8Blk;
   if ((p.m <= 8 && (g_dec_path >= 2 || (g_dec_path == 0 && kDecodeDefault))) ||
-      (F == kW4 && takes_w4_wide_decode(p.m, p.chunks_per_group, p.nchunks)))
+      (F == kW4 && takes_w4_wide_decode(p.m, p.chunks_per_group, p.nchunks, p.n_pad)))
     launch_qdec<F, TOut>(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
   else if (p.m <= 8)
     launch_cfg<F, 1, 1, 8, TOut>(p, stream);
@@ -337,7 +342,8 @@ int g_w4_gemm_mode = w4_gemm_mode_from_env();
 bool takes_w4_gemm(const DeviceQuantizedWeight& w, int64_t m) {
   if (w.format != QuantFormat::kInt4Group || m <= 8 || g_w4_gemm_mode < 0) return false;
   if (g_w4_gemm_mode == 1) return true;  // measurements and tests: at any M
-  if (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk)) return false;
+  if (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk, w.padded_out))
+    return false;
   return m <= kW4DequantMinRows && (g_w4_gemm_mode == 2 || w4_wgmma_wins(m, w.padded_out));
 }
 W4WgmmaPlan w4_plan(const DeviceQuantizedWeight& w, int64_t m) {
@@ -579,7 +585,8 @@ bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
   if (f == kW4)
     return g_gated_auto && w.out_features % 32 == 0 &&
            ((m <= 8 && !takes_bulk(f, m) && (g_dec_path == 0 || g_dec_path == 2)) ||
-            (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk) &&
+            (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk,
+                                  w.padded_out) &&
              g_w4_gemm_mode != 1));
   return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) &&
          (g_gated_fq || m > kFusedQuantRows) && w.out_features % 16 == 0;

@@ -355,8 +355,10 @@ int chunks_per_split(int64_t nchunks, int splits) {
 // 128-row blocks of 64 tokens fill the SMs (Llama-3-8B's stacked gate_up: from 9 rows on), and
 // on narrower ones from 33 rows on weights wider than 4,096 rows (q/k/v 6,144) and from 65 rows
 // on every weight; the tensor-core kernel, which splits K over its warps, keeps the rest.
+bool w4_wgmma_fills_sms(int64_t n_pad) { return blocks_of(64, n_pad, 64, 2) >= sm_count(); }
+
 bool w4_wgmma_wins(int64_t m, int64_t n_pad) {
-  if (blocks_of(64, n_pad, 64, 2) >= sm_count()) return true;
+  if (w4_wgmma_fills_sms(n_pad)) return true;
   return m > 64 || (m > 32 && n_pad > 4096);
 }
 
