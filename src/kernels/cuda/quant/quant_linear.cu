@@ -603,8 +603,9 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   KITE_CUDA_OP_CHECK(out.numel() == m * half && out.size(-1) == half, kGatedOp,
                      "out must be [M, out_features / 2]");
   KITE_CUDA_OP_CHECK(quantized_silu_mul_applies(w, m), kGatedOp,
-                     "needs FP8 / INT8 per-channel or INT4 weights, at most 8 rows and "
-                     "out_features a multiple of 16 (INT4: 32; quantized_silu_mul_applies)");
+                     "needs FP8 / INT8 per-channel or INT4 weights, at most 8 rows (INT4 at "
+                     "group 128: 32) and out_features a multiple of 16 (INT4: 32; "
+                     "quantized_silu_mul_applies)");
   KITE_CUDA_OP_CHECK(!bytes_overlap(x, out), kGatedOp, "out must not alias x");
   KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kGatedOp,
                      "x must be 16-byte aligned");

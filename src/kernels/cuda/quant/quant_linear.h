@@ -25,10 +25,13 @@
 // H200), which streams the same layouts GEMV-style: one 16-row
 // tile per block, K split over up to 16 warps (one wave of the grid), each warp a contiguous run
 // of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a register ring, same MMAs and
-// fragment orders (identical numerics), programmatic dependent launch.
-// W4A16 from 9 to 128 rows takes a GEMM on Hopper's warpgroup MMA (quant_w4_wgmma.cu) where it
-// measured faster (w4_wgmma_wins: the stacked gate_up from 9 rows, q/k/v from 33, every weight
-// from 65): each warp dequantizes its 16-row tile into wgmma A registers with the same
+// fragment orders (identical numerics), programmatic dependent launch. W4A16 at group 128 (an
+// even chunk count) stays on it from 9 to 32 rows (set_w4_decode_rows): token tiles of 8 over
+// one stream of the weight, past 24 rows only on weights the wgmma GEMM below does not fill the
+// SMs with (not the stacked gate_up).
+// W4A16 from 9 to 128 rows, where the decode kernel does not take it, takes a GEMM on Hopper's
+// warpgroup MMA (quant_w4_wgmma.cu) where it measured faster (w4_wgmma_wins: the stacked gate_up
+// from 9 rows, q/k/v from 33, every weight from 65; K split on long weights): each warp dequantizes its 16-row tile into wgmma A registers with the same
 // w4_frag, and the tensor cores read x from a swizzled shared-memory tile (x prepared in the
 // codes' k order by launch_w4_prep), instead of every 32-row block and warp reading x through
 // L1; the rest stays on the tensor-core kernel, whose warps split K.
@@ -126,7 +129,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 // out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
 // weight [2I, K], in one launch (no bias). Applies (quantized_silu_mul_applies) to FP8 / INT8
 // per channel at M <= 8 on the bulk GEMV with I % 8 == 0 (at M <= 2 quantizing the
-// activations in-block), and to INT4 at M <= 8 on the decode kernel with I % 16 == 0;
+// activations in-block), and to INT4 on the decode kernel with I % 16 == 0 at M <= 8 and where
+// its lean form takes the linear past that (to 32 rows);
 // KITE_CUDA_QGEMV_GATED=0 turns it off, KITE_CUDA_QGEMV_GATED_FQ=0 only FP8 / INT8 at M <= 2.
 // The workspace is quantized_linear_workspace_bytes(w, M).
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m);
