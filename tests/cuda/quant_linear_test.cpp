@@ -475,11 +475,11 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
 
 // The W4A16 GEMM past decode sizes (quant_w4_wgmma.cu, 9 to 128 rows) against the CPU op and
 // against the tensor-core kernel (set_w4_gemm_override(-1), set_w4_decode_rows(8)), forced at
-// every width (1), at
-// each forced block shape and K split (2; run twice on one workspace, the second bit for bit the
-// first: the split-K counters start from zero again and the partials add up in one order) and
-// automatic (0: the GEMM where w4_wgmma_wins): token blocks of
-// 16, 32 and 64 with M just past each (17, 33) and several token blocks (100, 128); N of a
+// every width (1), at each forced block shape and K split (2; run twice on one workspace, the
+// second bit for bit the first: the split-K counters start from zero again and the partials add
+// up in one order) and automatic (0: the lean decode kernel where it takes the rows, else the
+// GEMM where w4_wgmma_wins): token blocks of 16, 32 and 64 with M just past each (17, 33) and
+// several token blocks (100, 128); N of a
 // partial 128-row block (300), of one 16-row tile (16), of many blocks (4200) and of a full
 // wave (28,672 at K = 256); K padded (1000) and of many stages; group sizes 64 (a group per
 // chunk), 128, 192 (groups straddling stages) and 256; bias, F32 and BF16 outputs.
