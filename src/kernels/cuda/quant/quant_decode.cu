@@ -362,10 +362,10 @@ constexpr int kDecMaxWarps = 16;
 // SM full — 24.2 us against 27.7 at M = 1 (BENCHMARKS.md run 15, a sweep of warps and rings).
 int decode_warps(const KParams& p, int u, int least, int regs = 64, int groups = 1) {
   const int sms = device_properties().multiProcessorCount;
-  const int tiles = p.n_pad / 16 * groups;  // blocks
+  const int blocks = p.n_pad / 16 * groups;
   const int warps_per_sm = 65536 / 32 / regs;
   int kw = kDecMaxWarps;
-  while (kw > 1 && (static_cast<int64_t>(tiles) > static_cast<int64_t>(sms) * (warps_per_sm / kw) ||
+  while (kw > 1 && (static_cast<int64_t>(blocks) > static_cast<int64_t>(sms) * (warps_per_sm / kw) ||
                     p.nchunks < kw * u))
     --kw;
   return kw < least && p.nchunks >= least * u ? least : kw;

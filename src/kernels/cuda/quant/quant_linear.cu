@@ -257,9 +257,20 @@ bool fuses_act_quant(Fmt f, int64_t m, int64_t k, int64_t kpad) {
          m * kpad <= kFusedQuantMaxBytes;
 }
 
+// W4A16 from 9 to 128 rows: the wgmma GEMM of quant_w4_wgmma.cu where it measured faster than
+// the tensor-core kernel (w4_wgmma_wins), else that kernel (set_w4_gemm_override: -1 always the
+// tensor-core kernel, 1 the wgmma GEMM at any width and any M above 8, 2 the wgmma GEMM at any
+// width from 9 to 128 rows). The A/B switches: KITE_CUDA_W4_GEMM=0 is -1, =2 is 2.
+int w4_gemm_mode_from_env() {
+  const char* v = std::getenv("KITE_CUDA_W4_GEMM");
+  if (v && std::strcmp(v, "2") == 0) return 2;
+  return env_switched_off("KITE_CUDA_W4_GEMM") ? -1 : 0;
+}
+int g_w4_gemm_mode = w4_gemm_mode_from_env();
+
 // W4A16 from 9 rows up to g_w4_decode_rows (32; at most kW4DecodeMaxRows) on the decode
 // kernel's lean form, token tiles of 8 over one stream of the weight, where that form applies
-// and the decode kernel is not overridden away — but past 24 rows not on weights wide enough
+// and neither the decode kernel is overridden away nor the wgmma GEMM forced — but past 24 rows not on weights wide enough
 // for the wgmma GEMM to fill the SMs (the stacked gate_up: 41.7 us on the GEMM against 54.2 at
 // M = 32; the narrow ones 26.1 against 40.7 (down), 9.3 against 14.6 (o); at M = 64 the decode
 // kernel measured no faster than the others: BENCHMARKS.md run 22). KITE_CUDA_W4_DECODE_WIDE=0
@@ -268,11 +279,14 @@ constexpr int64_t kW4DecodeWideWeightRows = 24;
 int g_w4_decode_rows = env_switched_off("KITE_CUDA_W4_DECODE_WIDE") ? 8 : 32;
 bool takes_w4_wide_decode(int64_t m, int chunks_per_group, int64_t nchunks, int64_t n_pad) {
   return m > 8 && m <= g_w4_decode_rows && (g_dec_path == 0 || g_dec_path == 2) &&
-         w4_lean_applies(chunks_per_group, nchunks) &&
+         g_w4_gemm_mode != 1 && w4_lean_applies(chunks_per_group, nchunks) &&
          (m <= kW4DecodeWideWeightRows || !w4_wgmma_fills_sms(n_pad));
 }
 int w4_chunks_per_group(const DeviceQuantizedWeight& w) {
   return static_cast<int>(std::max<int64_t>(1, w.group_size / kChunk));
+}
+bool takes_w4_wide_decode(const DeviceQuantizedWeight& w, int64_t m) {
+  return takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk, w.padded_out);
 }
 
 template <int F, typename TOut>
@@ -328,22 +342,10 @@ constexpr int64_t kLtMinRows = 16;
 constexpr int64_t kW4DequantMinRows = 128;
 
 namespace {
-// W4A16 from 9 to 128 rows: the wgmma GEMM of quant_w4_wgmma.cu where it measured faster than
-// the tensor-core kernel (w4_wgmma_wins), else that kernel (set_w4_gemm_override: -1 always the
-// tensor-core kernel, 1 the wgmma GEMM at any width and any M above 8, 2 the wgmma GEMM at any
-// width from 9 to 128 rows). The A/B switches: KITE_CUDA_W4_GEMM=0 is -1, =2 is 2.
-int w4_gemm_mode_from_env() {
-  const char* v = std::getenv("KITE_CUDA_W4_GEMM");
-  if (v && std::strcmp(v, "2") == 0) return 2;
-  return env_switched_off("KITE_CUDA_W4_GEMM") ? -1 : 0;
-}
-int g_w4_gemm_mode = w4_gemm_mode_from_env();
-
 bool takes_w4_gemm(const DeviceQuantizedWeight& w, int64_t m) {
   if (w.format != QuantFormat::kInt4Group || m <= 8 || g_w4_gemm_mode < 0) return false;
   if (g_w4_gemm_mode == 1) return true;  // measurements and tests: at any M
-  if (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk, w.padded_out))
-    return false;
+  if (takes_w4_wide_decode(w, m)) return false;
   return m <= kW4DequantMinRows && (g_w4_gemm_mode == 2 || w4_wgmma_wins(m, w.padded_out));
 }
 W4WgmmaPlan w4_plan(const DeviceQuantizedWeight& w, int64_t m) {
@@ -585,9 +587,7 @@ bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
   if (f == kW4)
     return g_gated_auto && w.out_features % 32 == 0 &&
            ((m <= 8 && !takes_bulk(f, m) && (g_dec_path == 0 || g_dec_path == 2)) ||
-            (takes_w4_wide_decode(m, w4_chunks_per_group(w), w.padded_in / kChunk,
-                                  w.padded_out) &&
-             g_w4_gemm_mode != 1));
+            takes_w4_wide_decode(w, m));
   return g_gated_auto && (f == kFp8Ch || f == kI8Ch) && takes_bulk(f, m) &&
          (g_gated_fq || m > kFusedQuantRows) && w.out_features % 16 == 0;
 }

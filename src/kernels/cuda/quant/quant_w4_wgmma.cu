@@ -382,10 +382,16 @@ W4WgmmaPlan w4_wgmma_plan(int64_t m, int64_t n_pad, int64_t nchunks) {
   return {nt, wg, splits, cps, tiles};
 }
 
+namespace {
+// Split K's scratch: the tile counters, then (256-byte aligned) the partials.
+size_t counter_bytes(const W4WgmmaPlan& plan) {
+  return static_cast<size_t>(round_up(plan.tiles * 4, 256));
+}
+}  // namespace
+
 size_t w4_wgmma_scratch_bytes(const W4WgmmaPlan& plan, int64_t m, int64_t n_pad) {
   if (plan.splits <= 1) return 0;
-  return static_cast<size_t>(round_up(plan.tiles * 4, 256)) +
-         static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n_pad) * 4;
+  return counter_bytes(plan) + static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n_pad) * 4;
 }
 
 int* w4_wgmma_counters(const W4WgmmaPlan& plan, void* scratch) {
@@ -397,9 +403,8 @@ void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch,
                      cudaStream_t stream) {
   SplitK sk{nullptr, nullptr, p.nchunks};
   if (plan.splits > 1) {
-    sk.counters = static_cast<int*>(scratch);
-    sk.partial = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) +
-                                          round_up(plan.tiles * 4, 256));
+    sk.counters = w4_wgmma_counters(plan, scratch);
+    sk.partial = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + counter_bytes(plan));
     sk.chunks = plan.chunks_per_split;
   }
   const int nt = plan.nt, wg = plan.wg;
