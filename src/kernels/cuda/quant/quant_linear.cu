@@ -270,11 +270,12 @@ int g_w4_gemm_mode = w4_gemm_mode_from_env();
 
 // W4A16 from 9 rows up to g_w4_decode_rows (32; at most kW4DecodeMaxRows) on the decode
 // kernel's lean form, token tiles of 8 over one stream of the weight, where that form applies
-// and neither the decode kernel is overridden away nor the wgmma GEMM forced — but past 24 rows not on weights wide enough
-// for the wgmma GEMM to fill the SMs (the stacked gate_up: 41.7 us on the GEMM against 54.3 at
-// M = 32; the narrow ones 26.1 against 40.7 (down), 9.3 against 14.6 (o); at M = 64 the decode
-// kernel measured no faster than the others: BENCHMARKS.md run 22). KITE_CUDA_W4_DECODE_WIDE=0
-// keeps it at 8 rows (an A/B switch); set_w4_decode_rows for tests and benchmarks.
+// and neither the decode kernel is overridden away nor the wgmma GEMM forced — but past 24
+// rows not on weights wide enough for the wgmma GEMM to fill the SMs (the stacked gate_up:
+// 41.7 us on the GEMM against 54.3 at M = 32; the narrow ones 26.1 against 40.7 (down), 9.3
+// against 14.6 (o); at M = 64 the decode kernel measured no faster than the others:
+// BENCHMARKS.md run 22). KITE_CUDA_W4_DECODE_WIDE=0 keeps it at 8 rows (an A/B switch);
+// set_w4_decode_rows for tests and benchmarks.
 constexpr int64_t kW4DecodeWideWeightRows = 24;
 int g_w4_decode_rows = env_switched_off("KITE_CUDA_W4_DECODE_WIDE") ? 8 : 32;
 bool takes_w4_wide_decode(int64_t m, int chunks_per_group, int64_t nchunks, int64_t n_pad) {
