@@ -191,8 +191,8 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
           for (int nt : {16, 32, 64})
             for (int wg : {1, 2})
               for (int splits : {1, 2, 4, 8})
-                variants.push_back({"int4_wgmma_" + std::to_string(nt) + "x" +
-                                        std::to_string(wg) + "/" + std::to_string(splits),
+                variants.push_back({"int4_wgmma_" + std::to_string(nt) + "x" + std::to_string(wg) +
+                                        "/" + std::to_string(splits),
                                     1, nt, wg, splits});
           for (const Variant& v : variants) {
             if (v.nt > 16 && v.nt / 2 >= m) continue;  // more token slots than twice M
@@ -203,11 +203,12 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
             set_w4_decode_rows(v.name == "int4_decode" ? 128 : 8);
             DeviceBuffer vws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
             const double ot = time_us(
-                [&](int c) {
-                  quantized_linear(test_blas(), dx, w[c], nullptr, y, vws.data(),
-                                   vws.size_bytes(), test_stream());
-                },
-                kCopies).second;
+                                  [&](int c) {
+                                    quantized_linear(test_blas(), dx, w[c], nullptr, y, vws.data(),
+                                                     vws.size_bytes(), test_stream());
+                                  },
+                                  kCopies)
+                                  .second;
             std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", v.name.c_str(), m, n, k, ot,
                         static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
           }

@@ -18,13 +18,15 @@
 //     bound 5e-3.
 //   * BF16 output adds one rounding (2^-9 relative per element): bound 5e-3.
 // NaN never passes: y is poisoned with NaN first and rel_error is infinite on any non-finite.
+#include "kernels/cuda/quant/quant_linear.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -34,7 +36,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm/blaslt.h"
 #include "kernels/cuda/quant/fp8_gemm_lt.h"
-#include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/quant_ops.h"
 #include "quant/quantized_weight.h"
 
@@ -603,16 +604,15 @@ TEST(CudaQuantLinear, Int4WideDecodeEqualsEightRowSlices) {
         const size_t esize = out == DType::kF32 ? 4 : 2;
         for (int64_t r0 = 0; r0 < m; r0 += 8) {
           const int64_t rows = std::min<int64_t>(8, m - r0);
-          const Tensor xs = Tensor::wrap(static_cast<uint8_t*>(const_cast<void*>(dx.raw())) +
-                                             r0 * k * 2,
-                                         {rows, k}, DType::kBF16, nullptr, Device::kCuda);
+          const Tensor xs =
+              Tensor::wrap(static_cast<uint8_t*>(const_cast<void*>(dx.raw())) + r0 * k * 2,
+                           {rows, k}, DType::kBF16, nullptr, Device::kCuda);
           Tensor ys = device_poisoned({rows, n}, out);
           DeviceBuffer ws8(std::max<size_t>(quantized_linear_workspace_bytes(dw, rows), 1));
           quantized_linear(test_blas(), xs, dw, &db, ys, ws8.data(), ws8.size_bytes(),
                            test_stream());
           KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-          std::vector<uint8_t> got(static_cast<size_t>(rows * n) * esize),
-              slice(got.size());
+          std::vector<uint8_t> got(static_cast<size_t>(rows * n) * esize), slice(got.size());
           KITE_CUDA_CHECK(cudaMemcpy(slice.data(), ys.raw(), slice.size(), cudaMemcpyDeviceToHost));
           KITE_CUDA_CHECK(cudaMemcpy(got.data(),
                                      static_cast<const uint8_t*>(y.raw()) + r0 * n * esize,

@@ -261,10 +261,10 @@ __global__ void __launch_bounds__(512, 2) qdec_kernel(const KParams p, int cpw) 
 // pair's scales after the pair.
 // Past decode sizes: TT token tiles of 8 a block, each chunk dequantized once and multiplied
 // into every tile (TT > 1 holds TT tiles of x in registers: 128 registers a thread, one
-// 512-thread block per SM; TT = 4 spilled, so at most 3), and `groups` blocks a weight tile taking consecutive
-// groups of 8 TT tokens (block b: tile b / groups, group b % groups). A tile's blocks run side
-// by side, so its codes come from HBM once and from L2 for the others: the weight streams at
-// the decode kernel's pace (the GEMM kernels stage it through shared memory per token block).
+// 512-thread block per SM; TT = 4 spilled, so at most 3), and `groups` blocks a weight tile taking
+// consecutive groups of 8 TT tokens (block b: tile b / groups, group b % groups). A tile's blocks
+// run side by side, so its codes come from HBM once and from L2 for the others: the weight streams
+// at the decode kernel's pace (the GEMM kernels stage it through shared memory per token block).
 template <typename TOut, bool kGated, int TT>
 __global__ void __launch_bounds__(512, TT == 1 ? 2 : 1)
     qdec_w4_lean_kernel(const KParams p, int cpw, int groups) {
@@ -290,8 +290,7 @@ __global__ void __launch_bounds__(512, TT == 1 ? 2 : 1)
   const float* s = p.wscale + static_cast<int64_t>(cb >> 1) * p.n_pad + row_g;
   const uint8_t* z = p.zeros + static_cast<int64_t>(cb >> 1) * p.n_pad + row_g;
   const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
-                                                  static_cast<int64_t>(tok0 + g) * p.ldx +
-                                                  16 * t) +
+                                                  static_cast<int64_t>(tok0 + g) * p.ldx + 16 * t) +
                    cb * 8;
   const int xtile = p.ldx;  // uint4 between token tiles: 8 rows of ldx BF16
   uint4 w0 = make_uint4(0, 0, 0, 0), w1 = w0;
@@ -365,8 +364,9 @@ int decode_warps(const KParams& p, int u, int least, int regs = 64, int groups =
   const int blocks = p.n_pad / 16 * groups;
   const int warps_per_sm = 65536 / 32 / regs;
   int kw = kDecMaxWarps;
-  while (kw > 1 && (static_cast<int64_t>(blocks) > static_cast<int64_t>(sms) * (warps_per_sm / kw) ||
-                    p.nchunks < kw * u))
+  while (kw > 1 &&
+         (static_cast<int64_t>(blocks) > static_cast<int64_t>(sms) * (warps_per_sm / kw) ||
+          p.nchunks < kw * u))
     --kw;
   return kw < least && p.nchunks >= least * u ? least : kw;
 }
@@ -392,11 +392,14 @@ void launch_lean(const KParams& p, const LeanShape& shape, int kw, int cpw, cuda
   const int gr = shape.groups;
   switch (shape.tt) {
     case 1:
-      return launch_pdl(qdec_w4_lean_kernel<TOut, kGated, 1>, grid, kw * 32, smem, stream, p, cpw, gr);
+      return launch_pdl(qdec_w4_lean_kernel<TOut, kGated, 1>, grid, kw * 32, smem, stream, p, cpw,
+                        gr);
     case 2:
-      return launch_pdl(qdec_w4_lean_kernel<TOut, kGated, 2>, grid, kw * 32, smem, stream, p, cpw, gr);
+      return launch_pdl(qdec_w4_lean_kernel<TOut, kGated, 2>, grid, kw * 32, smem, stream, p, cpw,
+                        gr);
     default:
-      return launch_pdl(qdec_w4_lean_kernel<TOut, kGated, 3>, grid, kw * 32, smem, stream, p, cpw, gr);
+      return launch_pdl(qdec_w4_lean_kernel<TOut, kGated, 3>, grid, kw * 32, smem, stream, p, cpw,
+                        gr);
   }
 }
 
@@ -421,7 +424,7 @@ void launch_qdec(const KParams& p, const DecodeOverride& o, cudaStream_t stream)
     throw std::invalid_argument("quantized decode kernel: more than 8 rows off the lean W4 form");
   const int u = o.u == 2 || o.u == 4 ? o.u : (F == kFp8Blk || F == kW4 ? 2 : 4);
   const LeanShape shape = lean_shape(p);
-  const int kw = o.kw > 0 ? std::min(o.kw, kDecMaxWarps)
+  const int kw = o.kw > 0   ? std::min(o.kw, kDecMaxWarps)
                  : F == kW4 ? decode_warps(p, u, 4, lean_regs(shape), shape.groups)
                             : decode_warps(p, u, 1);
   // W4 with an even number of chunks per group (group 128: 2) pairs its chunks: every warp's
@@ -457,7 +460,8 @@ void launch_qdec_w4_silu(const KParams& p, const DecodeOverride& o, cudaStream_t
   // the stacked weight (decode_warps over its 2I / 16 tiles): the same streams, half the
   // blocks. 2-chunk rings only (o.u is not taken: the 4-chunk form spills here).
   if (p.m > 8 && !w4_lean_applies(p.chunks_per_group, p.nchunks))
-    throw std::invalid_argument("quantized gated decode kernel: more than 8 rows off the lean form");
+    throw std::invalid_argument(
+        "quantized gated decode kernel: more than 8 rows off the lean form");
   KParams stacked = p;
   stacked.n_pad = 2 * p.n;
   const LeanShape shape = lean_shape(p);

@@ -214,8 +214,7 @@ W4WgmmaPlan w4_wgmma_plan(int64_t m, int64_t n_pad, int64_t nchunks);
 size_t w4_wgmma_scratch_bytes(const W4WgmmaPlan& plan, int64_t m, int64_t n_pad);
 int* w4_wgmma_counters(const W4WgmmaPlan& plan, void* scratch);
 template <typename TOut>
-void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch,
-                     cudaStream_t stream);
+void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch, cudaStream_t stream);
 
 // Its in-block activation quantization (KParams::xq_src): at most this many rows, and rows x
 // padded K codes of at most this many bytes (shared memory beside the ring).

@@ -333,9 +333,7 @@ void set_quant_decode_override(int path, int kw, int u) {
   g_dec_u = u;
 }
 
-void set_w4_decode_rows(int rows) {
-  g_w4_decode_rows = std::clamp(rows, 8, kW4DecodeMaxRows);
-}
+void set_w4_decode_rows(int rows) { g_w4_decode_rows = std::clamp(rows, 8, kW4DecodeMaxRows); }
 
 // Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
@@ -430,9 +428,9 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
 // W4's BF16 activations as the kernels read them: x itself, or (act order, input_scale, K not a
 // whole number of chunks, the wgmma GEMM's k order: mma_order) gathered / scaled / padded /
 // reordered into the workspace's start.
-void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf16* xb,
-                            int64_t m, void* workspace, cudaStream_t stream,
-                            bool mma_order = false, int* zero = nullptr, int nzero = 0) {
+void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf16* xb, int64_t m,
+                            void* workspace, cudaStream_t stream, bool mma_order = false,
+                            int* zero = nullptr, int nzero = 0) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
   p.chunks_per_group = w4_chunks_per_group(w);

@@ -31,15 +31,16 @@
 // SMs with (not the stacked gate_up).
 // W4A16 from 9 to 128 rows, where the decode kernel does not take it, takes a GEMM on Hopper's
 // warpgroup MMA (quant_w4_wgmma.cu) where it measured faster (w4_wgmma_wins: the stacked gate_up
-// from 9 rows, q/k/v from 33, every weight from 65; K split on long weights): each warp dequantizes its 16-row tile into wgmma A registers with the same
-// w4_frag, and the tensor cores read x from a swizzled shared-memory tile (x prepared in the
-// codes' k order by launch_w4_prep), instead of every 32-row block and warp reading x through
-// L1; the rest stays on the tensor-core kernel, whose warps split K.
-// Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its weight rows,
-// so a large prefill would read the weight M/64 times. Hence the large-M routes through
-// cuBLASLt: FP8 / INT8 per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with outer-vector
-// scales; S8 x S8 -> S32, then the scales), W4A16 above 128 rows (w4_dequant.h: W expanded to
-// BF16, then a BF16 GEMM; each weight rounded to BF16 there). FP8 block stays on the kernel.
+// from 9 rows, q/k/v from 33, every weight from 65; K split on long weights): each warp dequantizes
+// its 16-row tile into wgmma A registers with the same w4_frag, and the tensor cores read x from a
+// swizzled shared-memory tile (x prepared in the codes' k order by launch_w4_prep), instead of
+// every 32-row block and warp reading x through L1; the rest stays on the tensor-core kernel, whose
+// warps split K. Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its
+// weight rows, so a large prefill would read the weight M/64 times. Hence the large-M routes
+// through cuBLASLt: FP8 / INT8 per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with
+// outer-vector scales; S8 x S8 -> S32, then the scales), W4A16 above 128 rows (w4_dequant.h: W
+// expanded to BF16, then a BF16 GEMM; each weight rounded to BF16 there). FP8 block stays on the
+// kernel.
 //
 // Device layouts (DeviceQuantizedWeight), N_pad = round_up(N, 64), K_pad = round_up(K, 64):
 //   kInt4Group      codes U8 [N_pad/16, K_pad/64, 32 lanes, 16 bytes]: each 16-row x 64-channel

@@ -290,8 +290,9 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3)
 #pragma unroll
     for (int i = 0; i < kAcc; ++i)
       if (row_of(i) < p.n && tok_of(i) < p.m)
-        __stcg(sk.partial + blockIdx.z * plane + static_cast<int64_t>(tok_of(i)) * p.n_pad + row_of(i),
-               acc[i]);
+        __stcg(
+            sk.partial + blockIdx.z * plane + static_cast<int64_t>(tok_of(i)) * p.n_pad + row_of(i),
+            acc[i]);
     __threadfence();  // the partials visible device-wide before the count says so
     __shared__ int last;
     __syncthreads();
@@ -312,7 +313,8 @@ __global__ void __launch_bounds__(WG * 128, WG == 2 ? 2 : 3)
   }
 #pragma unroll
   for (int i = 0; i < kAcc; ++i)
-    if (row_of(i) < p.n && tok_of(i) < p.m) finish_output<kW4, TOut>(p, tok_of(i), row_of(i), acc[i]);
+    if (row_of(i) < p.n && tok_of(i) < p.m)
+      finish_output<kW4, TOut>(p, tok_of(i), row_of(i), acc[i]);
 }
 
 template <int NT, int WG, typename TOut>
@@ -374,8 +376,8 @@ W4WgmmaPlan w4_wgmma_plan(int64_t m, int64_t n_pad, int64_t nchunks) {
   if (g_nt) nt = g_nt;
   if (g_wg) wg = g_wg;
   const int64_t tiles = blocks_of(m, n_pad, nt, wg);
-  int splits = static_cast<int>(std::clamp<int64_t>(
-      std::min(2 * sm_count() / tiles, nchunks / kMinSplitChunks), 1, 64));
+  int splits = static_cast<int>(
+      std::clamp<int64_t>(std::min(2 * sm_count() / tiles, nchunks / kMinSplitChunks), 1, 64));
   if (g_splits) splits = static_cast<int>(std::min<int64_t>(g_splits, nchunks));
   const int cps = chunks_per_split(nchunks, splits);
   splits = static_cast<int>(ceil_div(nchunks, static_cast<int64_t>(cps)));  // none left empty
@@ -391,7 +393,8 @@ size_t counter_bytes(const W4WgmmaPlan& plan) {
 
 size_t w4_wgmma_scratch_bytes(const W4WgmmaPlan& plan, int64_t m, int64_t n_pad) {
   if (plan.splits <= 1) return 0;
-  return counter_bytes(plan) + static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n_pad) * 4;
+  return counter_bytes(plan) +
+         static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n_pad) * 4;
 }
 
 int* w4_wgmma_counters(const W4WgmmaPlan& plan, void* scratch) {
@@ -409,10 +412,13 @@ void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch,
   }
   const int nt = plan.nt, wg = plan.wg;
   if (nt == 16)
-    return wg == 2 ? launch<16, 2, TOut>(p, plan, sk, stream) : launch<16, 1, TOut>(p, plan, sk, stream);
+    return wg == 2 ? launch<16, 2, TOut>(p, plan, sk, stream)
+                   : launch<16, 1, TOut>(p, plan, sk, stream);
   if (nt == 32)
-    return wg == 2 ? launch<32, 2, TOut>(p, plan, sk, stream) : launch<32, 1, TOut>(p, plan, sk, stream);
-  return wg == 2 ? launch<64, 2, TOut>(p, plan, sk, stream) : launch<64, 1, TOut>(p, plan, sk, stream);
+    return wg == 2 ? launch<32, 2, TOut>(p, plan, sk, stream)
+                   : launch<32, 1, TOut>(p, plan, sk, stream);
+  return wg == 2 ? launch<64, 2, TOut>(p, plan, sk, stream)
+                 : launch<64, 1, TOut>(p, plan, sk, stream);
 }
 
 template void launch_w4_wgmma<float>(const KParams&, const W4WgmmaPlan&, void*, cudaStream_t);
