@@ -148,6 +148,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
   std::printf("%-17s %3s %5s %6s %9s %8s %8s\n", "format", "M", "N", "K", "us_stream", "GB/s",
               "x_bf16");
   const char* only_n = std::getenv("KITE_MIDBATCH_N");  // one shape only (profiling)
+  const char* only_m = std::getenv("KITE_MIDBATCH_M");  // one row count only
   for (const auto& [n, k] : shapes) {
     if (only_n && std::atoll(only_n) != n) continue;
     const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
@@ -159,6 +160,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
     }
     auto rng = test_rng();
     for (int64_t m : {16, 32, 64, 128, 256}) {
+      if (only_m && std::atoll(only_m) != m) continue;
       const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
       Tensor y = device_empty({m, n}, DType::kBF16);
       const double bt = time_us(

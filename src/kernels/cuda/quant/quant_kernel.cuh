@@ -198,8 +198,9 @@ void launch_qgemv_bulk_silu(const KParams& p, cudaStream_t stream);
 
 // The W4A16 GEMM past decode sizes on Hopper's wgmma (quant_w4_wgmma.cu, 9 <= M <= 128; x
 // prepared in the codes' k order by launch_w4_prep's mma_order): whether it beats the
-// tensor-core kernel for M rows of an n_pad-row weight (where it is taken), and the launch.
-bool w4_wgmma_wins(int64_t m, int64_t n_pad);
+// tensor-core kernel for M rows of an n_pad-row weight of nchunks chunks (where it is taken),
+// and the launch.
+bool w4_wgmma_wins(int64_t m, int64_t n_pad, int64_t nchunks);
 // Whether its 128-row blocks of 64 tokens are at least one a SM on an n_pad-row weight.
 bool w4_wgmma_fills_sms(int64_t n_pad);
 // Its launch for M rows of an n_pad-row weight of nchunks chunks: tokens per block (nt),

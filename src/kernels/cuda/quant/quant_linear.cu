@@ -345,7 +345,8 @@ bool takes_w4_gemm(const DeviceQuantizedWeight& w, int64_t m) {
   if (w.format != QuantFormat::kInt4Group || m <= 8 || g_w4_gemm_mode < 0) return false;
   if (g_w4_gemm_mode == 1) return true;  // measurements and tests: at any M
   if (takes_w4_wide_decode(w, m)) return false;
-  return m <= kW4DequantMinRows && (g_w4_gemm_mode == 2 || w4_wgmma_wins(m, w.padded_out));
+  return m <= kW4DequantMinRows &&
+         (g_w4_gemm_mode == 2 || w4_wgmma_wins(m, w.padded_out, w.padded_in / kChunk));
 }
 W4WgmmaPlan w4_plan(const DeviceQuantizedWeight& w, int64_t m) {
   return w4_wgmma_plan(m, w.padded_out, w.padded_in / kChunk);

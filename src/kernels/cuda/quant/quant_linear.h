@@ -31,8 +31,9 @@
 // SMs with (not the stacked gate_up).
 // W4A16 from 9 to 128 rows, where the decode kernel does not take it, takes a GEMM on Hopper's
 // warpgroup MMA (quant_w4_wgmma.cu) where it measured faster (w4_wgmma_wins: the stacked gate_up
-// from 9 rows, q/k/v from 33, every weight from 65; K split on long weights): each warp dequantizes
-// its 16-row tile into wgmma A registers with the same w4_frag, and the tensor cores read x from a
+// from 9 rows, q/k/v and long weights (down) from 33, every weight from 65; K split on long
+// weights): each warp dequantizes its 16-row tile into wgmma A registers with the same w4_frag,
+// and the tensor cores read x from a
 // swizzled shared-memory tile (x prepared in the codes' k order by launch_w4_prep), instead of
 // every 32-row block and warp reading x through L1; the rest stays on the tensor-core kernel, whose
 // warps split K. Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its

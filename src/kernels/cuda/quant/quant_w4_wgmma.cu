@@ -345,8 +345,13 @@ int64_t sm_count() { return device_properties().multiProcessorCount; }
 
 // Chunks per split: a whole number of 2-chunk stages, at least kMinSplitChunks unless forced
 // (at M = 128, 2 splits of Llama-3-8B's down, 224 chunks, measured 79.7 us against 86.3 whole;
-// of o and q/k/v, 64 chunks, 34.4 against 28.7 and 41.7 against 37.0: BENCHMARKS.md run 22).
-constexpr int kMinSplitChunks = 64;
+// of o and q/k/v, 64 chunks, 34.4 against 28.7 and 41.7 against 37.0: BENCHMARKS.md run 22; at
+// M = 64, down in 4 splits of 56 with two warpgroups 47.9 us against 56.3 in 2 and 56.0 for the
+// tensor-core kernel: run 23).
+constexpr int kMinSplitChunks = 56;
+// Weights long enough for at least two splits: from 33 rows the wgmma GEMM with split K beats
+// the tensor-core kernel on them, in blocks of two warpgroups (run 23).
+bool splits_well(int64_t nchunks) { return nchunks >= 2 * kMinSplitChunks; }
 int chunks_per_split(int64_t nchunks, int splits) {
   return static_cast<int>(round_up(ceil_div(nchunks, static_cast<int64_t>(splits)), 2));
 }
@@ -355,24 +360,26 @@ int chunks_per_split(int64_t nchunks, int splits) {
 
 // Where it beat the tensor-core kernel on the H200 (BENCHMARKS.md, run 21): on weights whose
 // 128-row blocks of 64 tokens fill the SMs (Llama-3-8B's stacked gate_up: from 9 rows on), and
-// on narrower ones from 33 rows on weights wider than 4,096 rows (q/k/v 6,144) and from 65 rows
-// on every weight; the tensor-core kernel, which splits K over its warps, keeps the rest.
+// on narrower ones from 33 rows on weights wider than 4,096 rows (q/k/v 6,144) or long enough to
+// split K well (down, 14,336 channels: run 23) and from 65 rows on every weight; the
+// tensor-core kernel, which splits K over its warps, keeps the rest.
 bool w4_wgmma_fills_sms(int64_t n_pad) { return blocks_of(64, n_pad, 64, 2) >= sm_count(); }
 
-bool w4_wgmma_wins(int64_t m, int64_t n_pad) {
+bool w4_wgmma_wins(int64_t m, int64_t n_pad, int64_t nchunks) {
   if (w4_wgmma_fills_sms(n_pad)) return true;
-  return m > 64 || (m > 32 && n_pad > 4096);
+  return m > 64 || (m > 32 && (n_pad > 4096 || splits_well(nchunks)));
 }
 
 // Tokens per block: the widest wgmma M needs (16, 32, 64), but 32 at most unless 64-token
 // blocks of two warpgroups fill the SMs (narrow weights want more, smaller blocks); two
-// warpgroups sharing the block's x where that leaves at least a block for every other SM.
+// warpgroups sharing the block's x where that leaves at least a block for every other SM, or
+// where K is long enough to split into the SMs the fewer blocks leave.
 // Split K where the blocks still leave SMs idle: as many splits as bring the blocks to two per
 // SM (the residency of the two-warpgroup shape), each of at least kMinSplitChunks chunks.
 W4WgmmaPlan w4_wgmma_plan(int64_t m, int64_t n_pad, int64_t nchunks) {
   int nt = m <= 16 ? 16 : m <= 32 ? 32 : 64;
   if (nt == 64 && blocks_of(m, n_pad, 64, 2) < sm_count()) nt = 32;
-  int wg = blocks_of(m, n_pad, nt, 2) * 2 >= sm_count() ? 2 : 1;
+  int wg = blocks_of(m, n_pad, nt, 2) * 2 >= sm_count() || splits_well(nchunks) ? 2 : 1;
   if (g_nt) nt = g_nt;
   if (g_wg) wg = g_wg;
   const int64_t tiles = blocks_of(m, n_pad, nt, wg);
