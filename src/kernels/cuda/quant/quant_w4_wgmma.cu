@@ -346,8 +346,8 @@ int64_t sm_count() { return device_properties().multiProcessorCount; }
 // Chunks per split: a whole number of 2-chunk stages, at least kMinSplitChunks unless forced
 // (at M = 128, 2 splits of Llama-3-8B's down, 224 chunks, measured 79.7 us against 86.3 whole;
 // of o and q/k/v, 64 chunks, 34.4 against 28.7 and 41.7 against 37.0: BENCHMARKS.md run 22; at
-// M = 64, down in 4 splits of 56 with two warpgroups 47.9 us against 56.3 in 2 and 56.0 for the
-// tensor-core kernel: run 23).
+// M = 64, down in 4 splits of 56 with two warpgroups 48.1 us against 57.5 in the old plan's 2
+// splits of one warpgroup and 56.5 for the tensor-core kernel: run 23).
 constexpr int kMinSplitChunks = 56;
 // Weights long enough for at least two splits: from 33 rows the wgmma GEMM with split K beats
 // the tensor-core kernel on them, in blocks of two warpgroups (run 23).
