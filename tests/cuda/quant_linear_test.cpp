@@ -159,6 +159,22 @@ void run_format(QuantFormat format) {
   run_case({format, 64, 512, 4096, true, false, false, DType::kBF16}, rng);
 }
 
+// More rows than a launch takes (65,535 on grid.y in the prep and activation-quantization
+// kernels; a prefill chunk of 65,536 tokens has them): the op runs in row slices. Every format at
+// M = 70,000 against the CPU op, with a bias, input_scale and act order where they apply, F32
+// and BF16 output.
+TEST(CudaQuantLinear, RowsPastOneLaunchGoInSlices) {
+  auto rng = test_rng();
+  int i = 0;
+  for (QuantFormat f : {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel,
+                        QuantFormat::kInt4Group, QuantFormat::kFp8Block}) {
+    ++i;
+    run_case({f, 70000, 48, 256, true, i % 2 == 0, f == QuantFormat::kInt4Group,
+              i % 2 == 0 ? DType::kF32 : DType::kBF16},
+             rng);
+  }
+}
+
 // The decode kernel (M <= 8): every M from 1 to 8 for each format, K a multiple of 64 or not
 // (136, 1000, 4104: not multiples of 256 either), act order, input_scale, bias, F32 and BF16
 // output; with the automatic split and forced ones (1 warp per tile; 3 and 16, which leave some

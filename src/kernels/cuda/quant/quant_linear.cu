@@ -337,6 +337,8 @@ void set_w4_decode_rows(int rows) { g_w4_decode_rows = std::clamp(rows, 8, kW4De
 
 // Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
+// Rows one launch sequence takes (quantized_linear_split slices larger M).
+constexpr int64_t kMaxRowsPerCall = 32768;
 // Rows above which W4A16 expands its weight to BF16 for one cuBLASLt GEMM (w4_dequant.h).
 constexpr int64_t kW4DequantMinRows = 128;
 
@@ -489,8 +491,31 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     check_device_float(*bias, kOp, "bias");
     KITE_CUDA_OP_CHECK(bias->numel() == n, kOp, "bias must have out_features values");
   }
-  KITE_CUDA_OP_CHECK(m <= 65535 && n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
-                     "M above 65535 (grid.y) or a dimension over 2^30");
+  KITE_CUDA_OP_CHECK(n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
+                     "a dimension over 2^30");
+  // The prep and activation-quantization kernels put rows on grid.y (at most 65,535): a larger
+  // M (a prefill chunk of 65,536 tokens or more) goes through in slices of rows, each with the
+  // workspace the whole M was given (a slice needs no more).
+  if (m > kMaxRowsPerCall) {
+    for (int64_t r0 = 0; r0 < m; r0 += kMaxRowsPerCall) {
+      const int64_t rows = std::min(kMaxRowsPerCall, m - r0);
+      const Tensor xs = Tensor::wrap(static_cast<uint8_t*>(const_cast<void*>(x.raw())) + r0 * k * 2,
+                                     {rows, k}, DType::kBF16, nullptr, Device::kCuda);
+      std::vector<Tensor> slices;
+      std::vector<Tensor*> yslices;
+      slices.reserve(ys.size());
+      for (Tensor* yo : ys) {
+        const int64_t width = yo->size(-1);
+        slices.push_back(
+            Tensor::wrap(static_cast<uint8_t*>(yo->raw()) +
+                             r0 * width * static_cast<int64_t>(dtype_size(yo->dtype())),
+                         {rows, width}, yo->dtype(), nullptr, Device::kCuda));
+      }
+      for (Tensor& t : slices) yslices.push_back(&t);
+      quantized_linear_split(blas, xs, w, bias, yslices, workspace, workspace_bytes, stream);
+    }
+    return;
+  }
   if (m == 0 || n == 0) return;
   const size_t need = quantized_linear_workspace_bytes(w, m);
   KITE_CUDA_OP_CHECK(
