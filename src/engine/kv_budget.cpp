@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
+#include <string>
 
 #include "model/kv_cache.h"
 
@@ -35,12 +37,17 @@ Result<int64_t> kv_cache_blocks(Model& model, const KvCacheSpec& spec,
   if (be.device() == Device::kCpu)
     return KvCache::blocks_for_budget(spec, config.block_size, config.kv_cache_memory_bytes);
   const int64_t tokens = std::max<int64_t>(1, config.max_num_batched_tokens);
-  {
+  try {
     const int64_t blocks = (tokens + config.block_size - 1) / config.block_size;
     KvCache scratch(spec, blocks, config.block_size, be);
     ForwardBatch batch = profiling_batch(tokens, config.block_size);
     model.forward(batch, scratch);
     be.synchronize();
+  } catch (const std::exception& e) {
+    // Most often memory: the step sizes every activation for --max-num-batched-tokens tokens.
+    return invalid_argument("the profiling step of " + std::to_string(tokens) +
+                            " tokens (--max-num-batched-tokens) failed: " + e.what() +
+                            "; lower --max-num-batched-tokens");
   }
   const auto [free_bytes, total_bytes] = be.memory_info();
   const int64_t reserve = static_cast<int64_t>((1.0 - config.gpu_memory_utilization) *

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -61,15 +62,19 @@ TEST(CudaDeviceBuffer, ErrorsBecomeExceptions) {
   EXPECT_THROW(to_host(host, test_stream()), std::invalid_argument);
   Tensor dev = device_empty({2}, DType::kF32);
   EXPECT_THROW(dev.clone(), std::invalid_argument);
-  // An allocation no device can satisfy: a non-sticky error, reported with file:line.
+  // An allocation no device can satisfy: a non-sticky error, reported with the size asked for
+  // (the engine's profiling step turns it into "lower --max-num-batched-tokens") and cleared,
+  // so the next launch check does not see it.
   try {
     DeviceBuffer huge(size_t{1} << 60);
     FAIL() << "expected a CudaError";
   } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("device_buffer.cpp:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("cudaMalloc"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("out of GPU memory"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string((size_t{1} << 60) >> 20) + " MiB"), std::string::npos)
+        << what;
   }
-  (void)cudaGetLastError();  // clear it, so the next launch check does not see it
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 }  // namespace

@@ -30,7 +30,17 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 void DeviceBuffer::reserve(size_t size_bytes) {
   if (size_bytes <= size_bytes_) return;
   release();
-  KITE_CUDA_CHECK(cudaMalloc(&data_, size_bytes));
+  const cudaError_t err = cudaMalloc(&data_, size_bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it so later calls do not report it again
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    data_ = nullptr;
+    throw CudaError("out of GPU memory: a buffer of " + std::to_string(size_bytes >> 20) +
+                    " MiB with " + std::to_string(free_bytes >> 20) + " MiB free of " +
+                    std::to_string(total_bytes >> 20));
+  }
+  KITE_CUDA_CHECK(err);
   size_bytes_ = size_bytes;
 }
 
