@@ -493,24 +493,16 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   }
   KITE_CUDA_OP_CHECK(n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
                      "a dimension over 2^30");
-  // The prep and activation-quantization kernels put rows on grid.y (at most 65,535): a larger
-  // M (a prefill chunk of 65,536 tokens or more) goes through in slices of rows, each with the
-  // workspace the whole M was given (a slice needs no more).
+  // The prep, activation-quantization and scale kernels put rows on grid.y (at most 65,535): a
+  // larger M (a prefill chunk of 65,536 tokens or more) goes through in slices of rows, each
+  // with the workspace the whole M was given (a slice needs no more).
   if (m > kMaxRowsPerCall) {
     for (int64_t r0 = 0; r0 < m; r0 += kMaxRowsPerCall) {
-      const int64_t rows = std::min(kMaxRowsPerCall, m - r0);
-      const Tensor xs = Tensor::wrap(static_cast<uint8_t*>(const_cast<void*>(x.raw())) + r0 * k * 2,
-                                     {rows, k}, DType::kBF16, nullptr, Device::kCuda);
+      const int64_t r1 = std::min(m, r0 + kMaxRowsPerCall);
+      const Tensor xs = x.view({m, k}).slice_rows(r0, r1);
       std::vector<Tensor> slices;
+      for (Tensor* yo : ys) slices.push_back(yo->view({m, yo->size(-1)}).slice_rows(r0, r1));
       std::vector<Tensor*> yslices;
-      slices.reserve(ys.size());
-      for (Tensor* yo : ys) {
-        const int64_t width = yo->size(-1);
-        slices.push_back(
-            Tensor::wrap(static_cast<uint8_t*>(yo->raw()) +
-                             r0 * width * static_cast<int64_t>(dtype_size(yo->dtype())),
-                         {rows, width}, yo->dtype(), nullptr, Device::kCuda));
-      }
       for (Tensor& t : slices) yslices.push_back(&t);
       quantized_linear_split(blas, xs, w, bias, yslices, workspace, workspace_bytes, stream);
     }

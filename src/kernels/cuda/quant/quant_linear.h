@@ -33,10 +33,9 @@
 // warpgroup MMA (quant_w4_wgmma.cu) where it measured faster (w4_wgmma_wins: the stacked gate_up
 // from 9 rows, q/k/v and long weights (down) from 33, every weight from 65; K split on long
 // weights): each warp dequantizes its 16-row tile into wgmma A registers with the same w4_frag,
-// and the tensor cores read x from a
-// swizzled shared-memory tile (x prepared in the codes' k order by launch_w4_prep), instead of
-// every 32-row block and warp reading x through L1; the rest stays on the tensor-core kernel, whose
-// warps split K. Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its
+// and the tensor cores read x from a swizzled shared-memory tile (x prepared in the codes' k
+// order by launch_w4_prep), instead of every 32-row block and warp reading x through L1; the
+// rest stays on the tensor-core kernel, whose warps split K. Tokens are tiled 64 per block (grid.y over larger M); each block re-streams its
 // weight rows, so a large prefill would read the weight M/64 times. Hence the large-M routes
 // through cuBLASLt: FP8 / INT8 per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with
 // outer-vector scales; S8 x S8 -> S32, then the scales), W4A16 above 128 rows (w4_dequant.h: W
