@@ -9,7 +9,9 @@
 //   - weights (weight, upload): live as long as the model;
 //   - persistent (persistent_zeros): the KV cache, allocated once;
 //   - step scratch (empty, index): valid until the next begin_step(). The CUDA backend hands it
-//     out of an arena reset at each step, so the model never frees activations one by one.
+//     out of an arena reset at each step, so the model never frees activations one by one;
+//     a ScratchScope gives back, when it ends, what was handed out during its life (a decoder
+//     layer's activations, once its output is in the residual stream).
 // A step starts with begin_step(): the backend then holds the batch's token ids, rotary cos/sin,
 // KV slots and attention geometry in its own memory, and the ops that need them read them from
 // there (one upload per step, not one per layer).
@@ -100,8 +102,30 @@ class Backend {
   virtual void synchronize() {}
   // Device memory (free, total) in bytes; {0, 0} on the CPU.
   virtual std::pair<int64_t, int64_t> memory_info() { return {0, 0}; }
-  // Most step-scratch bytes held at once since the last reset_peak() (0 on the CPU).
+  // Most step-scratch bytes held at once since the backend was made (0 on the CPU).
   virtual int64_t scratch_peak_bytes() const { return 0; }
+  // Where step scratch stands, and a return there: every tensor from empty() / zeros() /
+  // index() / floats() since the mark becomes free for the next ones (LIFO). Used through
+  // ScratchScope. On the CPU tensors own their memory and both are no-ops.
+  struct ScratchMark {
+    size_t chunk = 0, offset = 0, in_use = 0;
+  };
+  virtual ScratchMark scratch_mark() const { return {}; }
+  virtual void scratch_rewind(const ScratchMark& mark) {}
+  // Step scratch allocated while a ScratchScope lives is given back when it ends; no tensor
+  // from that time may be read afterwards. Device work already queued is unaffected: the
+  // backend runs everything in order on one stream, so later ops reuse the memory only after.
+  class ScratchScope {
+   public:
+    explicit ScratchScope(Backend& be) : be_(be), mark_(be.scratch_mark()) {}
+    ~ScratchScope() { be_.scratch_rewind(mark_); }
+    ScratchScope(const ScratchScope&) = delete;
+    ScratchScope& operator=(const ScratchScope&) = delete;
+
+   private:
+    Backend& be_;
+    ScratchMark mark_;
+  };
 
   // ---- ops (kernels/ops.h semantics)
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) = 0;

@@ -15,14 +15,17 @@ namespace {
 
 using namespace testing;
 
-void check(const AttnCase& c, bool decode, std::mt19937& rng) {
+// `shared`: decode with this workspace (what earlier calls left in it) instead of a fresh one.
+void check(const AttnCase& c, bool decode, std::mt19937& rng,
+           AttentionWorkspace* shared = nullptr) {
   SCOPED_TRACE(c.name);
   const HostBatch hb = make_host_batch(c, rng);
   const Tensor ref = reference_attention(c, hb);
   DeviceBatch d = upload_batch(c, hb);
   Tensor out = device_poisoned(ref.shape(), c.dtype);
   if (decode) {
-    AttentionWorkspace workspace;
+    AttentionWorkspace own;
+    AttentionWorkspace& workspace = shared ? *shared : own;
     paged_decode_attention(d.q, d.k_cache, d.v_cache, d.args, workspace, out, test_stream());
   } else {
     paged_prefill_attention(d.q, d.k_cache, d.v_cache, d.args, out, test_stream());
@@ -112,6 +115,32 @@ TEST(CudaAttentionMma, DecodeRandomBatches) {
       for (int64_t s = 0; s < seqs; ++s)
         c.seqs.push_back({pick(rng, {1, 2, 63, 64, 65, 300, 1000}), 1});
       check(c, true, rng);
+    }
+  }
+}
+
+// Split K merged by the combine launch in both its forms (registers up to 32 splits, block-wide
+// past that) on one workspace for every call, as the backend keeps one: whatever the grid (1 to
+// 40 sequences, 1 to 8 kv heads, one and two head blocks) and the split count, a call must not
+// depend on what the call before left in it.
+TEST(CudaAttentionMma, DecodeSplitsMergeOnOneWorkspace) {
+  auto rng = test_rng();
+  AttentionWorkspace workspace;
+  for (int splits : {2, 3, 8, 31, 32, 33, 0}) {
+    for (int64_t group : {4, 20}) {
+      for (int64_t seqs : {1, 40}) {
+        AttnCase c{.name = "splits " + std::to_string(splits) + " group " + std::to_string(group) +
+                           " seqs " + std::to_string(seqs),
+                   .dtype = DType::kBF16,
+                   .seqs = {}};
+        c.kv_heads = group >= 16 ? 1 : 8;
+        c.heads = c.kv_heads * group;
+        c.block_size = 16;
+        c.num_splits = splits;
+        for (int64_t s = 0; s < seqs; ++s) c.seqs.push_back({pick(rng, {1, 65, 700, 2100}), 1});
+        check(c, true, rng, &workspace);
+        check(c, true, rng, &workspace);  // the same grid again, on what the first left
+      }
     }
   }
 }

@@ -165,6 +165,8 @@ class CudaBackend final : public Backend {
     return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
   }
   int64_t scratch_peak_bytes() const override { return static_cast<int64_t>(arena_.peak_bytes()); }
+  ScratchMark scratch_mark() const override { return arena_.mark(); }
+  void scratch_rewind(const ScratchMark& mark) override { arena_.rewind(mark); }
 
   // ---- sampling (declared in backend.h)
   bool samples_on_device() const override { return true; }

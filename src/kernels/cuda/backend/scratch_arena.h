@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/cuda/device_buffer.h"
 
 namespace kite::cuda {
@@ -22,9 +23,7 @@ class ScratchArena {
   // Where the next allocation would start. advance_to() moves there unless already past it: a
   // replayed graph's scratch was handed out at capture, not by this step's host code, and
   // what the step allocates after the graph must not land on it.
-  struct Mark {
-    size_t chunk = 0, offset = 0, in_use = 0;
-  };
+  using Mark = Backend::ScratchMark;
   Mark mark() const { return {chunk_, offset_, in_use_}; }
   void advance_to(const Mark& m);
   // Gives back everything allocated since `m` (LIFO): scratch an op used only inside itself
