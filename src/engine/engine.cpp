@@ -8,9 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/kv_budget.h"
+#include "engine/placeholder_tokenizer.h"
+#include "model/config.h"
 #include "quant/calibration.h"
 #include "sampling/stop_checker.h"
-#include "tokenizer/byte_level.h"
 
 namespace kite {
 
@@ -49,21 +50,6 @@ std::vector<int32_t> collect_eos_ids(const std::string& dir, const ModelConfig& 
   return ids;
 }
 
-// For dummy loads of a folder that holds only config.json: a byte-level BPE tokenizer whose
-// ids 0-255 are the 256 bytes and that knows no other token, so token-id prompts work and
-// generated ids above 255 decode to nothing (dummy outputs are noise anyway).
-Result<Tokenizer> byte_placeholder_tokenizer() {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_level::encode(std::string(1, static_cast<char>(b)))] = b;
-  nlohmann::json tj = {
-      {"version", "1.0"},
-      {"added_tokens", nlohmann::json::array()},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
-  return Tokenizer::from_json(tj.dump(), "", "placeholder byte tokenizer (dummy load)");
-}
-
 Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
   Result<Tokenizer> tokenizer = Tokenizer::from_dir(config.model_dir);
   if (tokenizer.ok() || config.load_format != LoadFormat::kDummy ||
@@ -71,9 +57,10 @@ Result<Tokenizer> load_tokenizer(const EngineConfig& config) {
     return tokenizer;
   spdlog::warn(
       "{} has no tokenizer.json: using a byte-level placeholder tokenizer "
-      "(text encodes as raw bytes)",
+      "(text encodes as raw bytes; generated ids decode to \" t<id>\")",
       config.model_dir);
-  return byte_placeholder_tokenizer();
+  KITE_ASSIGN_OR_RETURN(const ModelConfig model_config, load_model_config(config.model_dir));
+  return placeholder_tokenizer(model_config.vocab_size);
 }
 
 // The model's cache layout in the dtype --kv-cache-dtype asks for.

@@ -20,12 +20,7 @@
 #   BENCH_THROUGHPUT=1  kite bench throughput, Llama-3-8B shape
 #   HF_PEER=1  tools/bench/hf_peer.py on the same shapes (transformers eager / compiled)
 set -uo pipefail
-# The binaries may travel as one archive (build-cuda/bundle.tar.xz, made by tools/cuda/build.sh)
-# to stay under the 64 MiB the device tool carries.
-[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
-OUT=${OUT:-/tmp/kite_out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source tools/cuda/device_env.sh
 LOG="$OUT/model_bench.log"
 step() { echo "== $(date +%T) $*" | tee -a "$LOG"; }
 run() { step "$*"; "$@" >>"$LOG" 2>&1; echo "   exit $?" | tee -a "$LOG"; }

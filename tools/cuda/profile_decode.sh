@@ -9,10 +9,7 @@
 # end in $OUT/trace_<shape>.csv.xz; `python3 tools/cuda/kernel_trace_report.py FILE` (after
 # unxz, on the development machine: it needs c++filt) says where a replay's time goes.
 set -uo pipefail
-[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
-OUT=${OUT:-/tmp/kite_out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source tools/cuda/device_env.sh
 prof() {  # name model [extra flags]
   local name=$1 model=$2
   shift 2

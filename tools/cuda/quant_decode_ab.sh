@@ -9,10 +9,7 @@
 #   CASES        which runs, '|'-separated name:batch:flags;env entries (default below)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
-OUT=${OUT:-/tmp/kite_out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source tools/cuda/device_env.sh
 LOG="$OUT/quant_decode_ab.log"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv >>"$LOG" 2>&1
 

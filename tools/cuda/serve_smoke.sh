@@ -7,10 +7,7 @@
 # reproduced (GPU sampling), logprobs (sampled on the host), stop strings, a bad request, and
 # SIGTERM draining; logs to $OUT/serve_smoke.log.
 set -uo pipefail
-[ -f build-cuda/bundle.tar.xz ] && tar xJf build-cuda/bundle.tar.xz
-OUT=${OUT:-/tmp/kite_out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-cuda/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source tools/cuda/device_env.sh
 LOG="$OUT/serve_smoke.log"
 echo "== sse_curl_test.sh" | tee "$LOG"
 bash tests/e2e/server/sse_curl_test.sh "$PWD/build-cuda/kite" >>"$LOG" 2>&1

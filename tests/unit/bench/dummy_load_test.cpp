@@ -142,6 +142,11 @@ TEST(BenchDummyEngine, RunsTokenIdPromptsWithoutTokenizer) {
   EXPECT_EQ((*out)[0].token_ids.size(), 6u);
   EXPECT_EQ((*out)[0].token_ids, (*out)[1].token_ids);  // greedy, same weights
   EXPECT_EQ((*out)[0].finish_reason, "length");
+  // Every generated id past the 256 bytes reaches the text (engine/placeholder_tokenizer.h).
+  for (int32_t id : (*out)[0].token_ids) {
+    if (id < 256) continue;
+    EXPECT_NE((*out)[0].text.find(" t" + std::to_string(id)), std::string::npos) << id;
+  }
 }
 
 }  // namespace
