@@ -342,7 +342,8 @@ TEST(CudaStepGraphs, ReplayedDecodeStepsEqualEagerOnes) {
 // A step's activation peak does not grow with depth: each decoder layer's scratch is given back
 // once its output is in the residual stream (decoder_stack.cpp), so one prefill of the same
 // tokens through 2 and through 6 layers of one shape (dummy weights) peaks at the same bytes.
-// Before, every layer's activations were held to the step's end: about 3x the bytes at 6.
+// Without the per-layer scope every layer's activations were held to the step's end, so the
+// peak grew with the layer count.
 int64_t prefill_scratch_peak(const std::string& fixture, int layers, int tokens) {
   std::ifstream f(source_dir() + "/tests/fixtures/models/" + fixture + "/config.json");
   nlohmann::json config = nlohmann::json::parse(f);

@@ -20,13 +20,7 @@ for c in "${RUNS[@]}"; do
   # shellcheck disable=SC2086
   ./build-cuda/kite serve --model "$MODEL" --load-format dummy --device cuda --port 0 $flags >"$log" 2>&1 &
   pid=$!
-  url=""
-  for _ in $(seq 1 600); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -1 || true)
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  url=$(server_url "$log" "$pid")
   if [ -z "$url" ]; then echo "$name: server did not start"; tail -3 "$log"; continue; fi
   # A seed per rate: the same prompts again would hit the prefix cache the rate before filled.
   : >"$OUT/bench_$name.txt"

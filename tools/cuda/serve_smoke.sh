@@ -15,12 +15,7 @@ echo "sse_curl exit $?" | tee -a "$LOG"
 
 ./build-cuda/kite serve --device cuda --port 0 >"$OUT/serve.log" 2>&1 &
 pid=$!
-url=""
-for _ in $(seq 1 300); do
-  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$OUT/serve.log" | head -1 || true)
-  [ -n "$url" ] && break
-  sleep 0.1
-done
+url=$(server_url "$OUT/serve.log" "$pid")
 [ -n "$url" ] || { echo "server did not start" | tee -a "$LOG"; cat "$OUT/serve.log" >>"$LOG"; exit 1; }
 python3 - "$url" >>"$LOG" 2>&1 <<'PY'
 import json, sys, urllib.request, urllib.error
