@@ -266,6 +266,35 @@ TEST(CudaQuantLinear, Int4DecodeKernelsTakeAnyGroupSize) {
       }
 }
 
+// Past 128 rows W4A16 expands W to BF16 (w4_dequant.cu, one 16-row tile a grid row, the group
+// by a shift or, for a chunk count per group that is not a power of two, a division): group
+// sizes of 1, 2, 3, 4 and 15 chunks, against the CPU op (each weight rounded to BF16: 5e-3).
+TEST(CudaQuantLinear, Int4ExpansionTakesAnyGroupSize) {
+  auto rng = test_rng();
+  struct G {
+    int64_t group, k;
+  };
+  for (const G& gk : {G{64, 4160}, G{128, 4096}, G{192, 4224}, G{256, 1024}, G{1000, 1000}})
+    for (int64_t m : {130, 200}) {
+      SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +
+                   " M=" + std::to_string(m));
+      const int64_t n = 208;
+      const QuantizedWeight q =
+          quantize_int4_group(random_host({n, gk.k}, rng, -0.05f, 0.05f), gk.group);
+      Tensor x = random_host({m, gk.k}, rng);
+      round_to(x, DType::kBF16);
+      Tensor ref = Tensor::empty({m, n});
+      ops::quantized_linear(x, q, nullptr, ref);
+      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+      const Tensor dx = upload(x, DType::kBF16);
+      DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+      Tensor y = device_poisoned({m, n}, DType::kF32);
+      quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+      EXPECT_LE(rel_error(download(y), ref), 5e-3);
+    }
+}
+
 // Decode kernel and bulk GEMV vs the tensor-core kernel on the same inputs (M = 1..8): same function.
 TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
   auto rng = test_rng();
