@@ -229,6 +229,24 @@ TEST(CudaQuantLinear, DecodeFp8PerChannelMatchesCpu) { run_decode(QuantFormat::k
 TEST(CudaQuantLinear, DecodeInt8PerChannelMatchesCpu) { run_decode(QuantFormat::kInt8PerChannel); }
 TEST(CudaQuantLinear, DecodeFp8BlockMatchesCpu) { run_decode(QuantFormat::kFp8Block); }
 
+// A random INT4 weight [n, k] in groups of `group` channels on m random BF16 rows through
+// quantized_linear (F32 out, whatever route the overrides in force pick): its relative error
+// against the CPU op on the same inputs.
+double int4_error_against_cpu(int64_t group, int64_t k, int64_t m, int64_t n, std::mt19937& rng) {
+  const QuantizedWeight q = quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), group);
+  Tensor x = random_host({m, k}, rng);
+  round_to(x, DType::kBF16);
+  Tensor ref = Tensor::empty({m, n});
+  ops::quantized_linear(x, q, nullptr, ref);
+  const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
+  const Tensor dx = upload(x, DType::kBF16);
+  DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
+  Tensor y = device_poisoned({m, n}, DType::kF32);
+  quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  return rel_error(download(y), ref);
+}
+
 // W4A16's decode kernels for any group size: the bulk GEMV (path 3) and the register-ring
 // decode kernel (path 2, which pairs the chunks of a group when a group has an even number of
 // them: 128, 256; also with 3 warps and U = 2, so a warp's chunk run is rounded up to even and
@@ -247,22 +265,10 @@ TEST(CudaQuantLinear, Int4DecodeKernelsTakeAnyGroupSize) {
         SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +
                      " M=" + std::to_string(m) + " path " + std::to_string(pv.path) + " kw " +
                      std::to_string(pv.kw) + " U " + std::to_string(pv.u));
-        const int64_t n = 200;
-        const QuantizedWeight q =
-            quantize_int4_group(random_host({n, gk.k}, rng, -0.05f, 0.05f), gk.group);
-        Tensor x = random_host({m, gk.k}, rng);
-        round_to(x, DType::kBF16);
-        Tensor ref = Tensor::empty({m, n});
-        ops::quantized_linear(x, q, nullptr, ref);
-        const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
-        const Tensor dx = upload(x, DType::kBF16);
-        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
-        Tensor y = device_poisoned({m, n}, DType::kF32);
         set_quant_decode_override(pv.path, pv.kw, pv.u);
-        quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
+        const double err = int4_error_against_cpu(gk.group, gk.k, m, 200, rng);
         set_quant_decode_override(0);
-        KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-        EXPECT_LE(rel_error(download(y), ref), 1e-4);
+        EXPECT_LE(err, 1e-4);
       }
 }
 
@@ -278,20 +284,7 @@ TEST(CudaQuantLinear, Int4ExpansionTakesAnyGroupSize) {
     for (int64_t m : {130, 200}) {
       SCOPED_TRACE("group " + std::to_string(gk.group) + " K=" + std::to_string(gk.k) +
                    " M=" + std::to_string(m));
-      const int64_t n = 208;
-      const QuantizedWeight q =
-          quantize_int4_group(random_host({n, gk.k}, rng, -0.05f, 0.05f), gk.group);
-      Tensor x = random_host({m, gk.k}, rng);
-      round_to(x, DType::kBF16);
-      Tensor ref = Tensor::empty({m, n});
-      ops::quantized_linear(x, q, nullptr, ref);
-      const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
-      const Tensor dx = upload(x, DType::kBF16);
-      DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
-      Tensor y = device_poisoned({m, n}, DType::kF32);
-      quantized_linear(test_blas(), dx, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream());
-      KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
-      EXPECT_LE(rel_error(download(y), ref), 5e-3);
+      EXPECT_LE(int4_error_against_cpu(gk.group, gk.k, m, 208, rng), 5e-3);
     }
 }
 

@@ -9,7 +9,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/quant/w4_dequant.h"
-#include "kernels/cuda/stream.h"
 
 namespace kite::cuda {
 namespace {
@@ -35,6 +34,9 @@ __global__ void w4_dequant_kernel(const uint4* __restrict__ codes, const float* 
   const uint4 v = codes[static_cast<int64_t>(tile) * nchunks * 32 + j];
   const uint32_t q[4] = {v.x, v.y, v.z, v.w};
   const int col0 = c * 64 + 16 * t;
+  // Channel 16t + 4h + i of row r0 comes from word h at shift kShift[i] (r1: + 4); each row's
+  // 16 channels are assembled in registers and stored as two 16-byte writes (the 4 lanes of a
+  // row group then write its 128 contiguous bytes).
   constexpr int kShift[4] = {0, 16, 8, 24};
   __align__(16) bf16 a[16], b[16];
 #pragma unroll
