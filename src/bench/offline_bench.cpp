@@ -119,13 +119,10 @@ Result<LatencyReport> run_latency_benchmark(Engine& engine, const LatencyConfig&
   r.decode_ms_per_step = summarize(decode);
   const QuantOptions& quant = engine.config().quant;
   r.weight_dtype = std::string(dtype_name(engine.weight_dtype()));
-  if (quant.method != QuantMethod::kNone)  // e.g. "int4 linears, bf16" (weight_bytes.h)
-    r.weight_dtype = std::string(quant_method_name(quant.method)) +
-                     (quant.quantize_lm_head ? " linears and lm_head, " : " linears, ") +
-                     r.weight_dtype;
+  r.weight_dtype = weight_dtype_label(quant, r.weight_dtype);
   r.weight_bytes_per_step = decode_weight_bytes_per_step(
       engine.model_config(), c.batch_size,
-      weight_bytes_for(quant.method, quant.quantize_lm_head, dtype_size(engine.weight_dtype())));
+      weight_bytes_for(quant.method, quant.lm_head_quant(), dtype_size(engine.weight_dtype())));
   if (r.decode_ms_per_step.mean > 0)
     r.decode_gbps_mean = r.weight_bytes_per_step / (r.decode_ms_per_step.mean * 1e6);
   if (r.decode_ms_per_step.p50 > 0)

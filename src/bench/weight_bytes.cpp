@@ -65,23 +65,38 @@ ParamCounts count_params(const ModelConfig& c) {
   return p;
 }
 
-WeightBytes weight_bytes_for(QuantMethod method, bool quantize_lm_head,
-                             int64_t compute_dtype_bytes) {
-  const double plain = static_cast<double>(compute_dtype_bytes);
-  double linear = plain;
+namespace {
+
+double bytes_per_param(QuantMethod method, double plain) {
   switch (method) {
     case QuantMethod::kNone:
-      break;
+      return plain;
     case QuantMethod::kFp8:
     case QuantMethod::kInt8:
-      linear = 1.0;
-      break;
+      return 1.0;
     case QuantMethod::kInt4:
     case QuantMethod::kAwq:
-      linear = 0.5 + (4.0 + 1.0) / 128.0;
-      break;
+      return 0.5 + (4.0 + 1.0) / 128.0;
   }
-  return WeightBytes{linear, quantize_lm_head ? linear : plain, plain};
+  return plain;
+}
+
+}  // namespace
+
+WeightBytes weight_bytes_for(QuantMethod method, QuantMethod lm_head_method,
+                             int64_t compute_dtype_bytes) {
+  const double plain = static_cast<double>(compute_dtype_bytes);
+  return WeightBytes{bytes_per_param(method, plain), bytes_per_param(lm_head_method, plain), plain};
+}
+
+std::string weight_dtype_label(const QuantOptions& quant, const std::string& compute_dtype) {
+  const QuantMethod head = quant.lm_head_quant();
+  const std::string body(quant_method_name(quant.method)), head_name(quant_method_name(head));
+  if (quant.method == QuantMethod::kNone)
+    return head == QuantMethod::kNone ? compute_dtype : head_name + " lm_head, " + compute_dtype;
+  if (head == QuantMethod::kNone) return body + " linears, " + compute_dtype;
+  if (head == quant.method) return body + " linears and lm_head, " + compute_dtype;
+  return body + " linears, " + head_name + " lm_head, " + compute_dtype;
 }
 
 double decode_weight_bytes_per_step(const ModelConfig& c, int32_t batch_size,

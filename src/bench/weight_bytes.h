@@ -6,8 +6,8 @@
 // the token picks, the full lm_head, and one embedding row. Bytes = params × the bytes a
 // parameter takes (WeightBytes): the compute dtype's size (4 on the CPU backend, fp32; 2 on
 // CUDA, BF16) unless --quantization stores the linears it covers (QuantPlan::is_quantizable;
-// lm_head with --quantize-lm-head) in 8 or 4 bits. KV-cache reads and activations are not
-// counted, so the GB/s figure is a lower bound on the memory traffic.
+// lm_head with --quantize-lm-head or --lm-head-quantization) in 8 or 4 bits. KV-cache reads and
+// activations are not counted, so the GB/s figure is a lower bound on the memory traffic.
 //
 // For a batch of B tokens in one step, a MoE layer reads the union of the experts the B
 // tokens picked; decode_weight_bytes_per_step() uses the expectation under uniform routing,
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "model/config.h"
 #include "quant/quant_method.h"
@@ -46,9 +47,14 @@ struct WeightBytes {
 };
 // For --quantization `method` on a backend computing in `compute_dtype_bytes`: FP8 / INT8 one
 // byte (their per-row scales add under 0.1 %), INT4 group-128 half a byte plus an f32 scale and
-// a u8 zero per 128 (0.539); lm_head only with quantize_lm_head.
-WeightBytes weight_bytes_for(QuantMethod method, bool quantize_lm_head,
+// a u8 zero per 128 (0.539); lm_head in `lm_head_method`'s bytes (QuantOptions::lm_head_quant;
+// kNone: the compute dtype).
+WeightBytes weight_bytes_for(QuantMethod method, QuantMethod lm_head_method,
                              int64_t compute_dtype_bytes);
+
+// The reports' weight label: the compute dtype, after what the quantization covers, e.g.
+// "int4 linears, bf16", "fp8 linears and lm_head, bf16", "int4 linears, int8 lm_head, bf16".
+std::string weight_dtype_label(const QuantOptions& quant, const std::string& compute_dtype);
 
 // Weight bytes one decode step of `batch_size` tokens reads (see above).
 double decode_weight_bytes_per_step(const ModelConfig& config, int32_t batch_size,

@@ -98,6 +98,16 @@ void add_calibration_flags(CLI::App* cmd, QuantOptions* quant) {
                   "Seed of the calibration's row sampling (which input rows AWQ searches on)");
   cmd->add_flag("--quantize-lm-head", quant->quantize_lm_head,
                 "Quantize lm_head too (plain per-channel FP8 / INT8 or INT4 group RTN)");
+  cmd->add_option_function<std::string>(
+         "--lm-head-quantization",
+         [quant](const std::string& name) {
+           auto m = parse_quant_method(name);
+           if (!m.ok()) throw CLI::ValidationError("--lm-head-quantization", m.status().message());
+           quant->lm_head_method = *m;
+         },
+         "fp8|int8|int4: quantize lm_head in this plain form whatever --quantization is "
+         "(e.g. an 8-bit lm_head under int4 / awq linears)")
+      ->check(CLI::IsMember({"fp8", "int8", "int4"}));
 }
 
 void resolve_model_dir(EngineConfig* c) {

@@ -18,10 +18,11 @@ std::string default_model_dir();
 // `config`.
 void add_engine_flags(CLI::App* cmd, EngineConfig* config);
 // Adds --quantization, --kv-cache-dtype, --calibration-text, --smoothquant-alpha,
-// --calibration-seed and --quantize-lm-head (also used by `kite eval`, which has no engine).
+// --calibration-seed, --quantize-lm-head and --lm-head-quantization (also used by `kite eval`,
+// which has no engine).
 void add_quantization_flags(CLI::App* cmd, QuantOptions* quant);
 // The calibration flags alone (--calibration-text, --smoothquant-alpha, --calibration-seed,
-// --quantize-lm-head): `kite quantize` names its method --method.
+// --quantize-lm-head, --lm-head-quantization): `kite quantize` names its method --method.
 void add_calibration_flags(CLI::App* cmd, QuantOptions* quant);
 // Fills config->model_dir with the default when it is empty.
 void resolve_model_dir(EngineConfig* config);

@@ -39,7 +39,8 @@ void add_eval_command(CLI::App& app, CommandRunner* run) {
           {"windows", r.windows},
           {"quantization", std::string(quant_method_name(o->load.quant.method))},
           {"kv_cache_dtype", std::string(kv_cache_dtype_name(o->load.quant.kv_cache_dtype))},
-          {"quantize_lm_head", o->load.quant.quantize_lm_head},
+          {"quantize_lm_head", o->load.quant.lm_head_quant() != QuantMethod::kNone},
+          {"lm_head_quantization", std::string(quant_method_name(o->load.quant.lm_head_quant()))},
           {"calibration_seed", o->load.quant.calibration_seed},
           {"seconds", r.seconds}};
       std::printf("%s\n", j.dump().c_str());

@@ -24,7 +24,8 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       dummy ? Result<WeightStore>(WeightStore::dummy(config, options.dummy_seed))
             : WeightStore::open(model_dir, WeightStoreOptions::from_config(config));
   if (!weights.ok()) return weights.status();
-  if (!dummy || options.quant.method != QuantMethod::kNone || options.quant.quantize_lm_head) {
+  if (!dummy || options.quant.method != QuantMethod::kNone ||
+      options.quant.lm_head_quant() != QuantMethod::kNone) {
     std::shared_ptr<const QuantPlan> plan = options.plan;
     if (!plan) {
       // Dummy weights are meaningless: int8 / awq take the base plan, without calibration.

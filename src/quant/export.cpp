@@ -125,6 +125,13 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
   if (config.fp8_block_quantized)
     return unsupported(model_dir + " is an FP8 block checkpoint; serve it with --quantization fp8");
   KITE_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open(model_dir));
+  // AWQ's and compressed-tensors' configs describe one format for every quantized linear.
+  const QuantMethod body = plan.method == QuantMethod::kAwq ? QuantMethod::kInt4 : plan.method;
+  if (plan.quantize_lm_head && plan.lm_head_method != body)
+    return unsupported("an exported checkpoint holds one format: lm_head in " +
+                       std::string(quant_method_name(plan.lm_head_method)) + " beside " +
+                       std::string(quant_method_name(plan.method)) +
+                       " linears cannot be written (use --lm-head-quantization when serving)");
   if (plan.quantize_lm_head && !store.contains("lm_head.weight"))
     return unsupported(model_dir +
                        " ties lm_head to the embedding; a quantized checkpoint cannot store it "

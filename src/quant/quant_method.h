@@ -42,6 +42,18 @@ struct QuantOptions {
   // INT4 group round-to-nearest; no smoothing). Off by default, as in vLLM: the output
   // projection's errors land on every logit.
   bool quantize_lm_head = false;
+  // --lm-head-quantization fp8|int8|int4: lm_head quantized in that plain form whatever the
+  // method, e.g. an 8-bit lm_head under INT4 linears (as llama.cpp's Q4_K_M keeps its output
+  // layer in 6 bits): most of the lm_head's bytes saved for a fraction of INT4's error there.
+  QuantMethod lm_head_method = QuantMethod::kNone;
+
+  // The plain form lm_head is quantized with: --lm-head-quantization, else with
+  // --quantize-lm-head the method's (AWQ's is INT4 round-to-nearest), else kNone.
+  QuantMethod lm_head_quant() const {
+    if (lm_head_method != QuantMethod::kNone) return lm_head_method;
+    if (!quantize_lm_head) return QuantMethod::kNone;
+    return method == QuantMethod::kAwq ? QuantMethod::kInt4 : method;
+  }
 };
 
 }  // namespace kite

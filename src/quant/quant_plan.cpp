@@ -67,11 +67,12 @@ Result<std::optional<QuantizedWeight>> plan_linear(const QuantPlan& plan, const 
     for (int64_t r = 0; r < n; ++r)
       for (int64_t i = 0; i < k; ++i) w[r * k + i] *= smooth->s[i];
   }
-  if (plan.method == QuantMethod::kNone || !plan.quantizes(key) ||
+  const QuantMethod method = plan.method_of(key);
+  if (method == QuantMethod::kNone || !plan.quantizes(key) ||
       (QuantPlan::layer_of(key) >= plan.quantize_layers_below && !plan.int4_clip.count(key)))
     return std::optional<QuantizedWeight>();
   QuantizedWeight q;
-  switch (plan.method) {
+  switch (method) {
     case QuantMethod::kFp8:
       q = quantize_fp8_per_channel(weight);
       break;
@@ -165,11 +166,19 @@ Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
                                                   const ModelConfig& config,
                                                   const QuantOptions& quant) {
   const QuantMethod method = quant.method;
-  if (quant.quantize_lm_head && method == QuantMethod::kNone)
-    return invalid_argument("--quantize-lm-head needs --quantization (fp8, int8, int4 or awq)");
+  if (quant.quantize_lm_head && method == QuantMethod::kNone &&
+      quant.lm_head_method == QuantMethod::kNone)
+    return invalid_argument(
+        "--quantize-lm-head needs --quantization (fp8, int8, int4 or awq) or "
+        "--lm-head-quantization");
+  if (quant.lm_head_method == QuantMethod::kAwq)
+    return invalid_argument(
+        "--lm-head-quantization awq is not supported (lm_head takes a plain form: fp8, int8 or "
+        "int4)");
   auto plan = std::make_shared<QuantPlan>();
   plan->method = method;
-  plan->quantize_lm_head = quant.quantize_lm_head;
+  plan->lm_head_method = quant.lm_head_quant();
+  plan->quantize_lm_head = plan->lm_head_method != QuantMethod::kNone;
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);
   if (in) {
@@ -181,6 +190,10 @@ Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
     return invalid_argument(model_dir +
                             " is already a quantized checkpoint; load it without --quantization " +
                             std::string(quant_method_name(method)));
+  if (plan->checkpoint.kind != CheckpointQuant::kNone && plan->quantize_lm_head)
+    return invalid_argument(model_dir +
+                            " is already a quantized checkpoint; its lm_head is loaded as stored "
+                            "(drop --quantize-lm-head / --lm-head-quantization)");
   if (config.fp8_block_quantized && method == QuantMethod::kFp8) {
     plan->keep_fp8_block = true;
     plan->fp8_block_rows = config.fp8_block_rows;

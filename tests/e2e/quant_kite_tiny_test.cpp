@@ -1,7 +1,8 @@
 // Quantization on the shipped model: on-load quantization stays close to fp32, smoothing
 // folded into norms is an identity, `kite quantize` checkpoints load back to the same logits
 // as on-load quantization, the FP8 KV cache stays close, --quantize-lm-head quantizes lm_head
-// (tied or not) and round-trips through `kite quantize`, and evaluate() of the unquantized
+// (tied or not) and round-trips through `kite quantize`, --lm-head-quantization gives lm_head a
+// form of its own, and evaluate() of the unquantized
 // model against itself gives KL 0 and full agreement.
 #include <gtest/gtest.h>
 
@@ -201,6 +202,41 @@ TEST(QuantKiteTiny, QuantizedLmHeadStaysCloseAndTakesManyRows) {
   LoadOptions none;
   none.quant.quantize_lm_head = true;
   EXPECT_FALSE(load_quantized_model(kModelDir, none).ok());
+}
+
+// --lm-head-quantization: lm_head in its own plain form whatever the linears take. An 8-bit
+// lm_head under INT4 linears moves the logits far less than INT4's own lm_head does; without
+// --quantization only lm_head is quantized; awq (no plain form) and a mixed export are refused.
+TEST(QuantKiteTiny, LmHeadTakesItsOwnFormat) {
+  const Tensor body = logits_of(with_method(QuantMethod::kInt4));
+  const Tensor int4_head = logits_of(with_method(QuantMethod::kInt4, true));
+  LoadOptions o = with_method(QuantMethod::kInt4);
+  o.quant.lm_head_method = QuantMethod::kInt8;
+  auto plan = build_quant_plan(kModelDir, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE((*plan)->quantize_lm_head);
+  EXPECT_EQ((*plan)->lm_head_method, QuantMethod::kInt8);
+  const Tensor int8_head = logits_of(o);
+  const double moved = compare(body, int8_head).max_abs_diff;
+  EXPECT_GT(moved, 1e-4);  // lm_head really was quantized
+  EXPECT_LT(compare(body, int8_head).kl, 0.25 * compare(body, int4_head).kl);
+
+  LoadOptions head_only;
+  head_only.quant.lm_head_method = QuantMethod::kFp8;
+  const Tensor ref = logits_of({});
+  const Agreement a = compare(ref, logits_of(head_only));
+  EXPECT_GT(a.max_abs_diff, 1e-4);
+  EXPECT_LT(a.kl, 0.02);
+
+  LoadOptions awq_head = with_method(QuantMethod::kInt4);
+  awq_head.quant.lm_head_method = QuantMethod::kAwq;
+  EXPECT_FALSE(build_quant_plan(kModelDir, awq_head).ok());
+
+  const fs::path out = fs::temp_directory_path() / ("kite_mixed_" + std::to_string(::getpid()));
+  const Status s = export_quantized_checkpoint(kModelDir, **plan, out.string());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("one format"), std::string::npos) << s.message();
+  fs::remove_all(out);
 }
 
 TEST(QuantKiteTiny, QuantizedLmHeadRoundTripsThroughExport) {

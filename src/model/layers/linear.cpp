@@ -76,7 +76,7 @@ Status finish_and_place(Backend& be, const WeightStore& weights,
 std::optional<QuantFormat> dummy_format(const WeightStore& weights, const std::string& key) {
   const QuantPlan* plan = weights.quant_plan();
   if (!weights.is_dummy() || !plan || !plan->quantizes(key)) return std::nullopt;
-  switch (plan->method) {
+  switch (plan->method_of(key)) {
     case QuantMethod::kFp8:
       return QuantFormat::kFp8PerChannel;
     case QuantMethod::kInt8:

@@ -94,18 +94,45 @@ TEST(BenchDecodeWeightBytes, QuantizedLinearsCountAtTheirStoredSize) {
   ASSERT_TRUE(c.ok());
   const ParamCounts p = count_params(*c);
   EXPECT_EQ(p.attention_unquantized, 0);
-  const WeightBytes int4 = weight_bytes_for(QuantMethod::kInt4, false, 2);
+  const WeightBytes int4 = weight_bytes_for(QuantMethod::kInt4, QuantMethod::kNone, 2);
   EXPECT_DOUBLE_EQ(int4.linear, 0.5 + 5.0 / 128);
   EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, int4),
                    int4.linear * static_cast<double>(p.attention + p.dense_mlp) +
                        2.0 * static_cast<double>(p.lm_head + p.norms + c->hidden_size));
-  EXPECT_DOUBLE_EQ(weight_bytes_for(QuantMethod::kAwq, false, 2).linear, int4.linear);
-  const WeightBytes fp8_head = weight_bytes_for(QuantMethod::kFp8, true, 2);
+  EXPECT_DOUBLE_EQ(weight_bytes_for(QuantMethod::kAwq, QuantMethod::kNone, 2).linear, int4.linear);
+  const WeightBytes fp8_head = weight_bytes_for(QuantMethod::kFp8, QuantMethod::kFp8, 2);
   EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, fp8_head),
                    1.0 * static_cast<double>(p.attention + p.dense_mlp + p.lm_head) +
                        2.0 * static_cast<double>(p.norms + c->hidden_size));
-  EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 3, weight_bytes_for(QuantMethod::kNone, true, 2)),
+  EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(
+                       *c, 3, weight_bytes_for(QuantMethod::kNone, QuantMethod::kNone, 2)),
                    decode_weight_bytes_per_step(*c, 3, 2));
+  // --lm-head-quantization int8 under int4 linears: lm_head at one byte, the linears at INT4's.
+  const WeightBytes int4_int8_head = weight_bytes_for(QuantMethod::kInt4, QuantMethod::kInt8, 2);
+  EXPECT_DOUBLE_EQ(int4_int8_head.linear, int4.linear);
+  EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, int4_int8_head),
+                   int4.linear * static_cast<double>(p.attention + p.dense_mlp) +
+                       1.0 * static_cast<double>(p.lm_head) +
+                       2.0 * static_cast<double>(p.norms + c->hidden_size));
+}
+
+// The reports' label names what each part is stored in.
+TEST(BenchDecodeWeightBytes, LabelNamesTheLinearsAndLmHeadFormats) {
+  QuantOptions q;
+  EXPECT_EQ(weight_dtype_label(q, "bf16"), "bf16");
+  q.method = QuantMethod::kInt4;
+  EXPECT_EQ(weight_dtype_label(q, "bf16"), "int4 linears, bf16");
+  q.quantize_lm_head = true;
+  EXPECT_EQ(weight_dtype_label(q, "bf16"), "int4 linears and lm_head, bf16");
+  q.lm_head_method = QuantMethod::kInt8;
+  EXPECT_EQ(weight_dtype_label(q, "bf16"), "int4 linears, int8 lm_head, bf16");
+  q.method = QuantMethod::kAwq;
+  q.lm_head_method = QuantMethod::kNone;
+  EXPECT_EQ(weight_dtype_label(q, "bf16"), "awq linears, int4 lm_head, bf16");
+  q.method = QuantMethod::kNone;
+  q.quantize_lm_head = false;
+  q.lm_head_method = QuantMethod::kFp8;
+  EXPECT_EQ(weight_dtype_label(q, "bf16"), "fp8 lm_head, bf16");
 }
 
 // MLA's kv_b_proj and its q_a / kv_a norms stay unquantized: the count of them agrees with the
@@ -128,9 +155,10 @@ TEST(BenchDecodeWeightBytes, MlaKvBProjAndNormsStayUnquantized) {
     EXPECT_GT(n, 0);
     EXPECT_EQ(p.attention_unquantized, n);
     const double all_fp8 = decode_weight_bytes_per_step(*c, 1, WeightBytes{1, 1, 1});
-    EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(*c, 1, weight_bytes_for(QuantMethod::kFp8, true, 2)),
-                     all_fp8 + static_cast<double>(p.norms + p.attention_unquantized + p.moe_router +
-                                                   c->hidden_size));
+    EXPECT_DOUBLE_EQ(decode_weight_bytes_per_step(
+                         *c, 1, weight_bytes_for(QuantMethod::kFp8, QuantMethod::kFp8, 2)),
+                     all_fp8 + static_cast<double>(p.norms + p.attention_unquantized +
+                                                   p.moe_router + c->hidden_size));
   }
 }
 
