@@ -44,8 +44,7 @@ Result<std::unique_ptr<Model>> load(const std::string& dir, Device device, Quant
   if (format == LoadFormat::kAuto && method != QuantMethod::kNone) {
     auto config = load_model_config(dir);
     if (!config.ok()) return config.status();
-    auto plan =
-        make_base_plan(dir, *config, QuantOptions{.method = method, .lm_head_method = lm_head});
+    auto plan = make_base_plan(dir, *config, o.quant);
     if (!plan.ok()) return plan.status();
     o.plan = *plan;
   }

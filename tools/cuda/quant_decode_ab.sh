@@ -32,6 +32,7 @@ DEFAULT_CASES=(
   "int4:1:--quantization int4;"
   "int4_ungated:1:--quantization int4;KITE_CUDA_QGEMV_GATED=0"
   "int4_lmhead:1:--quantization int4 --quantize-lm-head;"
+  "int4_lmhead8:1:--quantization int4 --lm-head-quantization int8;"
   "int4_b8:8:--quantization int4;"
   "int4_b8_ungated:8:--quantization int4;KITE_CUDA_QGEMV_GATED=0"
 )
