@@ -63,17 +63,24 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
                 "Sample on the host even when the backend can sample on the device");
 }
 
+CLI::Option* add_method_option(CLI::App* cmd, const std::string& flag, QuantMethod* out,
+                               const std::vector<std::string>& choices, const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          flag,
+          [flag, out](const std::string& name) {
+            auto m = parse_quant_method(name);
+            if (!m.ok()) throw CLI::ValidationError(flag, m.status().message());
+            *out = *m;
+          },
+          help)
+      ->check(CLI::IsMember(choices));
+}
+
 void add_quantization_flags(CLI::App* cmd, QuantOptions* quant) {
-  cmd->add_option_function<std::string>(
-         "--quantization",
-         [quant](const std::string& name) {
-           auto m = parse_quant_method(name);
-           if (!m.ok()) throw CLI::ValidationError("--quantization", m.status().message());
-           quant->method = *m;
-         },
-         "none|fp8|int8|int4|awq: quantize the weights on load (int8, awq need "
-         "--calibration-text)")
-      ->check(CLI::IsMember({"none", "fp8", "int8", "int4", "awq"}));
+  add_method_option(cmd, "--quantization", &quant->method, {"none", "fp8", "int8", "int4", "awq"},
+                    "none|fp8|int8|int4|awq: quantize the weights on load (int8, awq need "
+                    "--calibration-text)");
   cmd->add_option_function<std::string>(
          "--kv-cache-dtype",
          [quant](const std::string& name) {
@@ -98,16 +105,9 @@ void add_calibration_flags(CLI::App* cmd, QuantOptions* quant) {
                   "Seed of the calibration's row sampling (which input rows AWQ searches on)");
   cmd->add_flag("--quantize-lm-head", quant->quantize_lm_head,
                 "Quantize lm_head too (plain per-channel FP8 / INT8 or INT4 group RTN)");
-  cmd->add_option_function<std::string>(
-         "--lm-head-quantization",
-         [quant](const std::string& name) {
-           auto m = parse_quant_method(name);
-           if (!m.ok()) throw CLI::ValidationError("--lm-head-quantization", m.status().message());
-           quant->lm_head_method = *m;
-         },
-         "fp8|int8|int4: quantize lm_head in this plain form whatever --quantization is "
-         "(e.g. an 8-bit lm_head under int4 / awq linears)")
-      ->check(CLI::IsMember({"fp8", "int8", "int4"}));
+  add_method_option(cmd, "--lm-head-quantization", &quant->lm_head_method, {"fp8", "int8", "int4"},
+                    "fp8|int8|int4: quantize lm_head in this plain form whatever --quantization "
+                    "is (e.g. an 8-bit lm_head under int4 / awq linears)");
 }
 
 void resolve_model_dir(EngineConfig* c) {

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/engine_config.h"
 
@@ -24,6 +25,10 @@ void add_quantization_flags(CLI::App* cmd, QuantOptions* quant);
 // The calibration flags alone (--calibration-text, --smoothquant-alpha, --calibration-seed,
 // --quantize-lm-head, --lm-head-quantization): `kite quantize` names its method --method.
 void add_calibration_flags(CLI::App* cmd, QuantOptions* quant);
+// A flag naming a QuantMethod (--quantization, --lm-head-quantization, kite quantize's --method)
+// parsed into *out, taking only `choices`.
+CLI::Option* add_method_option(CLI::App* cmd, const std::string& flag, QuantMethod* out,
+                               const std::vector<std::string>& choices, const std::string& help);
 // Fills config->model_dir with the default when it is empty.
 void resolve_model_dir(EngineConfig* config);
 

@@ -17,16 +17,9 @@ void add_quantize_command(CLI::App& app, CommandRunner* run) {
       app.add_subcommand("quantize", "Write a quantized checkpoint (AWQ / compressed-tensors)");
   cmd->add_option("--model", f->model_dir, "Hugging Face model folder (default: kite-tiny)");
   cmd->add_option("--out", f->out_dir, "Folder to write")->required();
-  cmd->add_option_function<std::string>(
-         "--method",
-         [f](const std::string& name) {
-           auto m = parse_quant_method(name);
-           if (!m.ok()) throw CLI::ValidationError("--method", m.status().message());
-           f->load.quant.method = *m;
-         },
-         "fp8|int8|int4|awq")
-      ->required()
-      ->check(CLI::IsMember({"fp8", "int8", "int4", "awq"}));
+  add_method_option(cmd, "--method", &f->load.quant.method, {"fp8", "int8", "int4", "awq"},
+                    "fp8|int8|int4|awq")
+      ->required();
   add_calibration_flags(cmd, &f->load.quant);
   cmd->callback([run, f] {
     *run = [f]() -> Status {
