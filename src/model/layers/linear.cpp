@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "kernels/quant_ops.h"
 #include "quant/activation_recorder.h"
@@ -102,10 +105,18 @@ bool load_dummy_quantized(Backend& be, const WeightStore& weights, const std::st
   return true;
 }
 
-// No plan and no recorder: the backend may load the weight its own way (CUDA: dummy weights
-// made on the device).
-bool plain_load(const WeightStore& weights) {
-  return weights.quant_plan() == nullptr && active_recorder() == nullptr;
+// No recorder, and no plan or one that neither quantizes nor smooths any of `keys` (e.g. a plan
+// that quantizes only lm_head): the backend may load the weight its own way (CUDA: dummy weights
+// made on the device instead of generated in fp32 on the host and uploaded).
+bool plain_load(const WeightStore& weights, std::span<const std::string> keys) {
+  if (active_recorder() != nullptr) return false;
+  const QuantPlan* plan = weights.quant_plan();
+  if (plan == nullptr) return true;
+  for (const std::string& key : keys)
+    if ((plan->quantizes(key) && plan->method_of(key) != QuantMethod::kNone) ||
+        plan->smoothing.count(key))
+      return false;
+  return true;
 }
 
 }  // namespace
@@ -179,7 +190,7 @@ Result<Linear> Linear::load(Backend& be, const WeightStore& weights, const std::
     return l;
   }
   if (load_dummy_quantized(be, weights, name, out, in, l)) return l;
-  if (plain_load(weights)) {
+  if (plain_load(weights, std::span<const std::string>(&name, 1))) {
     KITE_ASSIGN_OR_RETURN(l.weight, be.weight(weights, name + ".weight", {out, in}));
     return l;
   }
@@ -230,7 +241,7 @@ Result<Linear> Linear::load_stacked(Backend& be, const WeightStore& weights,
     return l;
   }
   if (load_dummy_quantized(be, weights, names[0], total, in, l)) return l;
-  if (plain_load(weights)) {
+  if (plain_load(weights, names)) {
     std::vector<std::string> tensors;
     for (const std::string& n : names) tensors.push_back(n + ".weight");
     KITE_ASSIGN_OR_RETURN(l.weight, be.stacked_weight(weights, tensors, outs, in));
