@@ -68,7 +68,7 @@ Status add_quantized(SafetensorsWriter& w, const std::string& key, const Quantiz
 
 nlohmann::ordered_json quantization_config(const QuantPlan& plan) {
   nlohmann::ordered_json not_converted = {"mlp.gate", "kv_b_proj"};
-  if (!plan.quantize_lm_head) not_converted.push_back("lm_head");
+  if (!plan.quantize_lm_head()) not_converted.push_back("lm_head");
   if (plan.method == QuantMethod::kInt4 || plan.method == QuantMethod::kAwq)
     return {{"quant_method", "awq"},
             {"bits", 4},
@@ -80,7 +80,7 @@ nlohmann::ordered_json quantization_config(const QuantPlan& plan) {
   const bool fp8 = plan.method == QuantMethod::kFp8;
   const std::string type = fp8 ? "float" : "int";
   nlohmann::ordered_json ignore = {"re:.*mlp.gate$", "re:.*kv_b_proj$"};
-  if (!plan.quantize_lm_head) ignore.insert(ignore.begin(), "lm_head");
+  if (!plan.quantize_lm_head()) ignore.insert(ignore.begin(), "lm_head");
   nlohmann::ordered_json group = {{"targets", {"Linear"}},
                                   {"weights",
                                    {{"num_bits", 8},
@@ -127,12 +127,12 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
   KITE_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open(model_dir));
   // AWQ's and compressed-tensors' configs describe one format for every quantized linear.
   const QuantMethod body = plan.method == QuantMethod::kAwq ? QuantMethod::kInt4 : plan.method;
-  if (plan.quantize_lm_head && plan.lm_head_method != body)
+  if (plan.quantize_lm_head() && plan.lm_head_method != body)
     return unsupported("an exported checkpoint holds one format: lm_head in " +
                        std::string(quant_method_name(plan.lm_head_method)) + " beside " +
                        std::string(quant_method_name(plan.method)) +
                        " linears cannot be written (use --lm-head-quantization when serving)");
-  if (plan.quantize_lm_head && !store.contains("lm_head.weight"))
+  if (plan.quantize_lm_head() && !store.contains("lm_head.weight"))
     return unsupported(model_dir +
                        " ties lm_head to the embedding; a quantized checkpoint cannot store it "
                        "apart (use --quantize-lm-head when serving instead)");

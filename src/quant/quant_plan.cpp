@@ -67,12 +67,11 @@ Result<std::optional<QuantizedWeight>> plan_linear(const QuantPlan& plan, const 
     for (int64_t r = 0; r < n; ++r)
       for (int64_t i = 0; i < k; ++i) w[r * k + i] *= smooth->s[i];
   }
-  const QuantMethod method = plan.method_of(key);
-  if (method == QuantMethod::kNone || !plan.quantizes(key) ||
+  if (!plan.quantizes(key) ||
       (QuantPlan::layer_of(key) >= plan.quantize_layers_below && !plan.int4_clip.count(key)))
     return std::optional<QuantizedWeight>();
   QuantizedWeight q;
-  switch (method) {
+  switch (plan.method_of(key)) {
     case QuantMethod::kFp8:
       q = quantize_fp8_per_channel(weight);
       break;
@@ -178,7 +177,6 @@ Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
   auto plan = std::make_shared<QuantPlan>();
   plan->method = method;
   plan->lm_head_method = quant.lm_head_quant();
-  plan->quantize_lm_head = plan->lm_head_method != QuantMethod::kNone;
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);
   if (in) {
@@ -190,7 +188,7 @@ Result<std::shared_ptr<QuantPlan>> make_base_plan(const std::string& model_dir,
     return invalid_argument(model_dir +
                             " is already a quantized checkpoint; load it without --quantization " +
                             std::string(quant_method_name(method)));
-  if (plan->checkpoint.kind != CheckpointQuant::kNone && plan->quantize_lm_head)
+  if (plan->checkpoint.kind != CheckpointQuant::kNone && plan->quantize_lm_head())
     return invalid_argument(model_dir +
                             " is already a quantized checkpoint; its lm_head is loaded as stored "
                             "(drop --quantize-lm-head / --lm-head-quantization)");

@@ -69,20 +69,21 @@ struct QuantPlan {
   int64_t quantize_layers_below = INT64_MAX;
   // --quantize-lm-head / --lm-head-quantization: lm_head is quantized too, in the plain form of
   // lm_head_method (no smoothing, no clipping search; for a tied model, the quantized copy
-  // beside the embedding).
-  bool quantize_lm_head = false;
+  // beside the embedding); kNone leaves it unquantized.
   QuantMethod lm_head_method = QuantMethod::kNone;
+  bool quantize_lm_head() const { return lm_head_method != QuantMethod::kNone; }
 
   // True for the linears on-load quantization applies to (see the file comment).
   static bool is_quantizable(std::string_view key);
-  // is_quantizable, or lm_head where the plan quantizes it.
-  bool quantizes(std::string_view key) const {
-    return is_quantizable(key) || (quantize_lm_head && key == "lm_head");
-  }
   // The method a linear is quantized with where the plan quantizes it: lm_head's own, or
   // `method`.
   QuantMethod method_of(std::string_view key) const {
     return key == "lm_head" ? lm_head_method : method;
+  }
+  // Whether on-load quantization applies to this linear: a method for it (method_of) and a
+  // linear it covers (is_quantizable, or lm_head).
+  bool quantizes(std::string_view key) const {
+    return method_of(key) != QuantMethod::kNone && (is_quantizable(key) || key == "lm_head");
   }
   // The norm weight whose output is this linear's input, or nullopt (o_proj, down_proj).
   static std::optional<std::string> input_norm_of(std::string_view key);

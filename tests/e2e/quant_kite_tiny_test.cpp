@@ -214,7 +214,7 @@ TEST(QuantKiteTiny, LmHeadTakesItsOwnFormat) {
   o.quant.lm_head_method = QuantMethod::kInt8;
   auto plan = build_quant_plan(kModelDir, o);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_TRUE((*plan)->quantize_lm_head);
+  EXPECT_TRUE((*plan)->quantize_lm_head());
   EXPECT_EQ((*plan)->lm_head_method, QuantMethod::kInt8);
   const Tensor int8_head = logits_of(o);
   const double moved = compare(body, int8_head).max_abs_diff;

@@ -22,7 +22,7 @@ Status DecoderStack::load_embeddings(const WeightStore& w) {
   KITE_ASSIGN_OR_RETURN(embed_, be.weight(w, "model.embed_tokens.weight", {v, d}));
   KITE_ASSIGN_OR_RETURN(final_norm_, load_vector(be, w, "model.norm.weight", d));
   const QuantPlan* plan = w.quant_plan();
-  const bool quantize = plan && plan->quantize_lm_head;
+  const bool quantize = plan && plan->quantize_lm_head();
   if (config_.tie_word_embeddings && !w.contains("lm_head.weight")) {
     if (quantize) {  // a quantized copy beside the embedding, which lookups still read
       KITE_ASSIGN_OR_RETURN(
