@@ -145,7 +145,7 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
     KITE_ASSIGN_OR_RETURN(TensorInfo info, store.info(name));
     const bool is_weight = name.size() > 7 && name.ends_with(".weight") && info.shape.size() == 2;
     const std::string key = is_weight ? name.substr(0, name.size() - 7) : name;
-    if (is_weight && (plan.quantizes(key) || plan.smoothing.count(key))) {
+    if (is_weight && plan.changes(key)) {
       KITE_ASSIGN_OR_RETURN(Tensor w, store.get_f32(name, info.shape));
       KITE_ASSIGN_OR_RETURN(std::optional<QuantizedWeight> q, plan_linear(plan, key, w));
       if (q) {

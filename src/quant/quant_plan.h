@@ -85,6 +85,8 @@ struct QuantPlan {
   bool quantizes(std::string_view key) const {
     return method_of(key) != QuantMethod::kNone && (is_quantizable(key) || key == "lm_head");
   }
+  // Whether plan_linear changes this linear's weight at all: quantizes it or smooths it.
+  bool changes(const std::string& key) const { return quantizes(key) || smoothing.count(key); }
   // The norm weight whose output is this linear's input, or nullopt (o_proj, down_proj).
   static std::optional<std::string> input_norm_of(std::string_view key);
   // The decoder layer index of a "model.layers.N." key, or -1.

@@ -113,7 +113,7 @@ bool plain_load(const WeightStore& weights, std::span<const std::string> keys) {
   const QuantPlan* plan = weights.quant_plan();
   if (plan == nullptr) return true;
   for (const std::string& key : keys)
-    if (plan->quantizes(key) || plan->smoothing.count(key)) return false;
+    if (plan->changes(key)) return false;
   return true;
 }
 
