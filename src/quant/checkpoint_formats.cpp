@@ -38,18 +38,6 @@ void set_code(QuantizedWeight& q, int64_t n, int64_t k, int code) {
                  : static_cast<uint8_t>((byte & 0xF0) | code);
 }
 
-QuantizedWeight empty_int4(int64_t out, int64_t in, int64_t group_size, int64_t groups) {
-  QuantizedWeight q;
-  q.format = QuantFormat::kInt4Group;
-  q.out_features = out;
-  q.in_features = in;
-  q.group_size = group_size;
-  q.codes = Tensor::zeros({out, (in + 1) / 2}, DType::kU8);
-  q.scales = Tensor::empty({out, groups});
-  q.zeros = Tensor::empty({out, groups}, DType::kU8);
-  return q;
-}
-
 Result<QuantizedWeight> load_awq(const WeightStore& w, const std::string& name, int64_t out,
                                  int64_t in, int64_t g) {
   if (out % 8 != 0)
@@ -60,7 +48,7 @@ Result<QuantizedWeight> load_awq(const WeightStore& w, const std::string& name, 
   KITE_ASSIGN_OR_RETURN(Tensor qw, get_typed(w, name + ".qweight", DType::kI32, {in, out / 8}));
   KITE_ASSIGN_OR_RETURN(Tensor qz, get_typed(w, name + ".qzeros", DType::kI32, {groups, out / 8}));
   KITE_ASSIGN_OR_RETURN(Tensor sc, get_scales(w, name + ".scales", {groups, out}));
-  QuantizedWeight q = empty_int4(out, in, g, groups);
+  QuantizedWeight q = empty_int4_group(out, in, g);
   const auto* qwd = qw.data<uint32_t>();
   const auto* qzd = qz.data<uint32_t>();
   for (int64_t k = 0; k < in; ++k)
@@ -87,7 +75,7 @@ Result<QuantizedWeight> load_gptq(const WeightStore& w, const std::string& name,
   KITE_ASSIGN_OR_RETURN(Tensor qw, get_typed(w, name + ".qweight", DType::kI32, {in / 8, out}));
   KITE_ASSIGN_OR_RETURN(Tensor qz, get_typed(w, name + ".qzeros", DType::kI32, {groups, out / 8}));
   KITE_ASSIGN_OR_RETURN(Tensor sc, get_scales(w, name + ".scales", {groups, out}));
-  QuantizedWeight q = empty_int4(out, in, g, groups);
+  QuantizedWeight q = empty_int4_group(out, in, g);
   const auto* qwd = qw.data<uint32_t>();
   const auto* qzd = qz.data<uint32_t>();
   for (int64_t r = 0; r < in / 8; ++r)

@@ -4,7 +4,6 @@
 // of 448, so a scale of amax / 448 maps a row's largest magnitude to the top of the range.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "quant/per_channel.h"
 #include "quant/fp8_codec.h"
@@ -17,16 +16,6 @@ constexpr float kFp8Max = 448.0f;
 
 // amax / 448, or 1 for an all-zero block (any scale represents zeros exactly).
 float fp8_scale(float amax) { return amax > 0.0f ? amax / kFp8Max : 1.0f; }
-
-// The 256 decoded codes, so a round trip is an encode and a table read.
-const float* decode_table() {
-  static const auto table = [] {
-    std::vector<float> t(256);
-    for (int c = 0; c < 256; ++c) t[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table.data();
-}
 
 }  // namespace
 
@@ -72,7 +61,7 @@ void fake_quantize_fp8_rows(float* x, int64_t rows, int64_t cols, int64_t group)
       float amax = 0.0f;
       for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
       const float s = fp8_scale(amax);
-      const float* lut = decode_table();
+      const float* lut = fp8e4m3_table();  // a round trip: an encode and a table read
       for (int64_t i = 0; i < n; ++i) v[i] = lut[fp8e4m3_encode(v[i] / s)] * s;
     }
   }

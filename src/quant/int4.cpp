@@ -9,18 +9,24 @@
 
 namespace kite {
 
+QuantizedWeight empty_int4_group(int64_t out, int64_t in, int64_t group_size) {
+  const int64_t groups = (in + group_size - 1) / group_size;
+  QuantizedWeight q;
+  q.format = QuantFormat::kInt4Group;
+  q.out_features = out;
+  q.in_features = in;
+  q.group_size = group_size;
+  q.codes = Tensor::zeros({out, (in + 1) / 2}, DType::kU8);
+  q.scales = Tensor::empty({out, groups});
+  q.zeros = Tensor::empty({out, groups}, DType::kU8);
+  return q;
+}
+
 QuantizedWeight quantize_int4_group(const Tensor& weight, int64_t group_size,
                                     const std::vector<float>* clip) {
   const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t groups = (k + group_size - 1) / group_size;
-  QuantizedWeight q;
-  q.format = QuantFormat::kInt4Group;
-  q.out_features = n;
-  q.in_features = k;
-  q.group_size = group_size;
-  q.codes = Tensor::zeros({n, (k + 1) / 2}, DType::kU8);
-  q.scales = Tensor::empty({n, groups});
-  q.zeros = Tensor::empty({n, groups}, DType::kU8);
+  QuantizedWeight q = empty_int4_group(n, k, group_size);
   const float* w = weight.data<float>();
 #pragma omp parallel for schedule(static) if (n * k >= (1 << 20))
   for (int64_t r = 0; r < n; ++r) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "quant/fp8_codec.h"
+
 namespace kite {
 namespace {
 
@@ -16,16 +18,6 @@ Status expect(const Tensor& t, DType dtype, const Shape& shape, const char* what
         (t.defined() ? std::string(dtype_name(t.dtype())) + " " + shape_to_string(t.shape())
                      : std::string("nothing")));
   return ok_status();
-}
-
-// The 256 FP8 E4M3 values, decoded once.
-const float* fp8_table() {
-  static const auto table = [] {
-    std::vector<float> t(256);
-    for (int c = 0; c < 256; ++c) t[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table.data();
 }
 
 }  // namespace
@@ -90,7 +82,7 @@ Status QuantizedWeight::validate() const {
 
 void QuantizedWeight::dequantize_rows(int64_t r0, int64_t r1, float* out) const {
   const int64_t k = in_features;
-  const float* lut = fp8_table();
+  const float* lut = fp8e4m3_table();
   const float* s = scales.data<float>();
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * k;

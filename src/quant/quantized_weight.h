@@ -68,6 +68,9 @@ QuantizedWeight quantize_int8_per_channel(const Tensor& weight);
 // (AWQ's clipping search) before the scale is computed; null = no clipping.
 QuantizedWeight quantize_int4_group(const Tensor& weight, int64_t group_size,
                                     const std::vector<float>* clip = nullptr);
+// An INT4 group weight of that geometry to fill: codes zeroed, scales and zeros allocated
+// (ceil(in / group_size) groups a row).
+QuantizedWeight empty_int4_group(int64_t out, int64_t in, int64_t group_size);
 
 // Stacks several quantized weights of one format and in_features along the output rows (gate
 // and up into gate_up). Their group geometry and input_scale must agree.
