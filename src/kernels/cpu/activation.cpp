@@ -1,6 +1,5 @@
 // Elementwise and row-wise activations: SwiGLU's silu(gate) * up, and softmax.
 #include <cmath>
-#include <limits>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/ops.h"
@@ -43,18 +42,7 @@ void softmax(Tensor& x) {
   const int64_t rows = x.numel() / cols;
   float* data = x.data<float>();
 #pragma omp parallel for schedule(static) if (rows * cols >= cpu::kParallelMinWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = data + r * cols;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < cols; ++j) max = row[j] > max ? row[j] : max;
-    double sum = 0.0;
-    for (int64_t j = 0; j < cols; ++j) {
-      row[j] = std::exp(row[j] - max);
-      sum += row[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
-  }
+  for (int64_t r = 0; r < rows; ++r) cpu::softmax_row(data + r * cols, data + r * cols, cols);
 }
 
 }  // namespace kite::ops

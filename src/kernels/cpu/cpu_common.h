@@ -6,7 +6,9 @@
 // for a given length (the summation order depends only on n, never on threads or alignment).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -103,6 +105,20 @@ inline bool overlaps(const Tensor& a, const Tensor& b) {
   auto* b0 = static_cast<const char*>(b.raw());
   if (!a0 || !b0 || a.size_bytes() == 0 || b.size_bytes() == 0) return false;
   return a0 < b0 + b.size_bytes() && b0 < a0 + a.size_bytes();
+}
+
+// out[j] = exp(in[j] - max) / sum_i exp(in[i] - max) over n values (the max taken out for
+// range, the sum in double); `in` may be `out`.
+inline void softmax_row(const float* in, float* out, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) max = in[j] > max ? in[j] : max;
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = std::exp(in[j] - max);
+    sum += out[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) out[j] *= inv;
 }
 
 // Work below this many scalar operations runs on one thread: forking the OpenMP team costs

@@ -40,15 +40,7 @@ void compute_scores(const float* logits, int64_t num_experts, MoeScoring scoring
     for (int64_t e = 0; e < num_experts; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
     return;
   }
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t e = 0; e < num_experts; ++e) max = std::max(max, logits[e]);
-  double sum = 0.0;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    scores[e] = std::exp(logits[e] - max);
-    sum += scores[e];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t e = 0; e < num_experts; ++e) scores[e] *= inv;
+  cpu::softmax_row(logits, scores, num_experts);
 }
 
 // Keeps the topk_group best groups of `choice` and overwrites every other expert with
