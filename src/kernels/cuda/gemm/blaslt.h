@@ -19,6 +19,24 @@
 
 namespace kite::cuda {
 
+// Descriptors and algorithm of one prepared cuBLASLt matmul (op, the A / B / C-D layouts, the
+// heuristic's algorithm), destroyed with it: the plan every cached cuBLASLt shape keeps.
+struct LtMatmulPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  LtMatmulPlan() = default;
+  LtMatmulPlan(const LtMatmulPlan&) = delete;
+  LtMatmulPlan& operator=(const LtMatmulPlan&) = delete;
+  ~LtMatmulPlan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
 class BlasLtContext {
  public:
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
@@ -31,8 +49,7 @@ class BlasLtContext {
   void* workspace() const { return workspace_.data(); }
   size_t workspace_bytes() const { return workspace_.size_bytes(); }
 
-  // A prepared matmul (descriptors + algorithm); defined in blaslt.cpp.
-  struct Plan;
+  using Plan = LtMatmulPlan;
   // m, n, k, x dtype, y dtype, has bias, alignment of the pointers (x, w, y, bias).
   using PlanKey = std::tuple<int64_t, int64_t, int64_t, int, int, bool, int, int, int, int>;
   Plan& plan(const PlanKey& key);

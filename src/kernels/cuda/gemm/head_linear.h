@@ -25,7 +25,7 @@ class HeadLinear {
            int64_t y_off, cudaStream_t stream);
 
  private:
-  struct Plan;
+  using Plan = LtMatmulPlan;
   // t, heads, n, k, x_width, y_width, dtype, alignment of x, w, y
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
   std::map<Key, std::unique_ptr<Plan>> plans_;

@@ -15,18 +15,10 @@ namespace kite::cuda {
 namespace {
 
 // Descriptors and algorithm of one shape (the row-major/column-major mapping of blaslt.cpp:
-// W as a K x N column-major matrix used transposed, x as K x M, y^T as N x M).
-struct Fp8Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+// W as a K x N column-major matrix used transposed, x as K x M, y^T as N x M, layout c for
+// both C and D); ok: cuBLASLt found an algorithm for it.
+struct Fp8Plan : LtMatmulPlan {
   bool ok = false;
-  ~Fp8Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
 };
 
 template <typename V>
@@ -72,7 +64,7 @@ Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key, const float* w_scale = nul
   KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, codes, k, n, ldw));
   KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, codes, k, m, ldx));
   KITE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &plan->d, outer_vec ? CUDA_R_16BF : (int8 ? CUDA_R_32I : CUDA_R_32F), n, m, n));
+      &plan->c, outer_vec ? CUDA_R_16BF : (int8 ? CUDA_R_32I : CUDA_R_32F), n, m, n));
   cublasLtMatmulPreference_t pref = nullptr;
   KITE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = ctx.workspace_bytes();
@@ -81,7 +73,7 @@ Fp8Plan& plan_for(BlasLtContext& ctx, const Key& key, const float* w_scale = nul
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+      handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   plan->ok = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (plan->ok) plan->algo = result.algo;
@@ -176,12 +168,12 @@ bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, 
     set_attr(outer->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
     if (bias) set_attr(outer->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias->raw());
     KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), outer->op, &alpha, wq, outer->a, xq, outer->b,
-                                     &beta, y.raw(), outer->d, y.raw(), outer->d, &outer->algo,
+                                     &beta, y.raw(), outer->c, y.raw(), outer->c, &outer->algo,
                                      ctx.workspace(), ctx.workspace_bytes(), stream));
   };
   auto run_plain = [&] {  // the unscaled product into F32 scratch, then scales and bias
     KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plain->op, &alpha, wq, plain->a, xq, plain->b,
-                                     &beta, scratch, plain->d, scratch, plain->d, &plain->algo,
+                                     &beta, scratch, plain->c, scratch, plain->c, &plain->algo,
                                      ctx.workspace(), ctx.workspace_bytes(), stream));
     scale_rows_cols(scratch, x_scale, w_scale, bias, y, m, n, stream);
   };
@@ -230,7 +222,7 @@ bool int8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale,
   if (!plan.ok) return false;
   const int32_t alpha = 1, beta = 0;
   KITE_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.op, &alpha, wq, plan.a, xq, plan.b, &beta,
-                                   scratch, plan.d, scratch, plan.d, &plan.algo, ctx.workspace(),
+                                   scratch, plan.c, scratch, plan.c, &plan.algo, ctx.workspace(),
                                    ctx.workspace_bytes(), stream));
   scale_rows_cols(scratch, x_scale, w_scale, bias, y, m, n, stream);
   return true;
