@@ -12,6 +12,7 @@
 #include "bench/sweep_plot.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/number_checks.h"
 
 namespace kite::cli {
 namespace {
@@ -121,17 +122,17 @@ void add_serve(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--dataset-path", f->data.path,
                   "JSONL file: {\"prompt\": ...} or {\"messages\": [...]} per line");
   cmd->add_option("--input-len", f->data.input_len, "Prompt tokens (random part; default 1024)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--output-len", f->data.output_len, "max_tokens of every request (default 128)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--prefix-len", f->data.prefix_len, "shared-prefix: tokens of the common prefix");
   cmd->add_option("--num-prefixes", f->data.num_prefixes, "shared-prefix: distinct prefixes")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--num-prompts", f->data.num_prompts, "Requests per rate (default 1000)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--vocab-size", f->data.vocab_size,
                   "Random token ids are drawn below this (default 10000)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--prompt-format", f->prompt_format,
                   "auto (token ids for completions, text for chat) | ids | text")
       ->check(CLI::IsMember({"auto", "ids", "text"}));
@@ -142,13 +143,12 @@ void add_serve(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--burstiness", f->burstiness, "Gamma shape of inter-arrival gaps (1 = Poisson)");
   cmd->add_option("--max-concurrency", f->max_concurrency,
                   "Most requests in flight (default: no cap)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--slo-ttft-ms", f->slo_ttft_ms, "Goodput SLO on TTFT");
   cmd->add_option("--slo-tpot-ms", f->slo_tpot_ms, "Goodput SLO on TPOT");
   cmd->add_option("--slo-e2e-ms", f->slo_e2e_ms, "Goodput SLO on end-to-end latency");
   cmd->add_option("--seed", f->data.seed, "Seed of prompts and arrivals");
-  cmd->add_option("--timeout-s", f->timeout_s, "Per read/connect timeout")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout-s", f->timeout_s, "Per read/connect timeout")->check(kPositive);
   cmd->add_option("--result-json", f->result_json,
                   "Write metrics and per-request measurements here");
   cmd->add_option("--plot", f->plot,
@@ -181,15 +181,13 @@ void add_latency(CLI::App* bench, CommandRunner* run) {
   auto* cmd = bench->add_subcommand(
       "latency", "In-process prefill and decode latency (batch of --batch-size)");
   add_engine_flags(cmd, &f->engine);
-  cmd->add_option("--input-len", f->c.input_len, "Prompt tokens (random ids)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--input-len", f->c.input_len, "Prompt tokens (random ids)")->check(kPositive);
   cmd->add_option("--output-len", f->c.output_len, "Generated tokens (>= 2)")
       ->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--batch-size", f->c.batch_size, "Requests run together")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--iters", f->c.iters, "Measured iterations")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", f->c.batch_size, "Requests run together")->check(kPositive);
+  cmd->add_option("--iters", f->c.iters, "Measured iterations")->check(kPositive);
   cmd->add_option("--warmup-iters", f->c.warmup_iters, "Unmeasured iterations first")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--seed", f->c.seed, "Seed of the random prompts");
   cmd->add_option("--result-json", f->result_json, "Write the result here");
   cmd->callback([run, f] {
@@ -212,10 +210,9 @@ void add_throughput(CLI::App* bench, CommandRunner* run) {
   auto* cmd =
       bench->add_subcommand("throughput", "Offline throughput: every prompt submitted at once");
   add_engine_flags(cmd, &f->engine);
-  cmd->add_option("--input-len", f->c.input_len, "Prompt tokens (random ids)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--output-len", f->c.output_len, "Generated tokens")->check(CLI::PositiveNumber);
-  cmd->add_option("--num-prompts", f->c.num_prompts, "Requests")->check(CLI::PositiveNumber);
+  cmd->add_option("--input-len", f->c.input_len, "Prompt tokens (random ids)")->check(kPositive);
+  cmd->add_option("--output-len", f->c.output_len, "Generated tokens")->check(kPositive);
+  cmd->add_option("--num-prompts", f->c.num_prompts, "Requests")->check(kPositive);
   cmd->add_option("--seed", f->c.seed, "Seed of the random prompts");
   cmd->add_option("--result-json", f->result_json, "Write the result here");
   cmd->callback([run, f] {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cli/number_checks.h"
+
 namespace kite::cli {
 
 std::string default_model_dir() {
@@ -28,7 +30,7 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
          "--kv-cache-memory",
          [c](double mib) { c->kv_cache_memory_bytes = static_cast<int64_t>(mib * 1048576.0); },
          "KV cache budget in MiB (CPU; default 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--block-size", c->block_size, "Tokens per KV block")->check(CLI::Range(1, 1024));
   cmd->add_option("--max-num-seqs", c->max_num_seqs, "Most requests running at once")
       ->check(CLI::Range(1, 1 << 16));
@@ -36,7 +38,7 @@ void add_engine_flags(CLI::App* cmd, EngineConfig* c) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--max-model-len", c->max_model_len,
                   "Longest prompt + output (default: the model's max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--max-waiting", c->max_waiting, "Queued requests beyond this get HTTP 429")
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option_function<std::string>(

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/number_checks.h"
 #include "quant/eval.h"
 
 namespace kite::cli {
@@ -19,7 +20,7 @@ void add_eval_command(CLI::App& app, CommandRunner* run) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--max-tokens", o->max_tokens, "Score at most this many tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--window", o->window, "Tokens per scored window (default 512)")
       ->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--chunk", o->chunk, "Tokens per forward step (default 256)")

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/number_checks.h"
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
@@ -58,14 +59,14 @@ void add_serve_command(CLI::App& app, CommandRunner* run) {
   cmd->add_option("--idle-timeout", f->http.idle_timeout_s,
                   "Seconds a connection may take to send a complete request, or stay idle "
                   "between requests, before it is closed (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   auto& limits = f->router.limits;
   cmd->add_option("--max-messages", limits.max_messages,
                   "Chat requests with more messages get HTTP 400 (default 1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-stop-strings", limits.max_stop_strings,
                   "Requests with more 'stop' strings get HTTP 400 (default 16)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-prompt-bytes", f->router.max_prompt_bytes,
                   "Longer prompts get HTTP 400 before tokenization (default: what max_model_len "
                   "tokens can hold)");
@@ -74,7 +75,7 @@ void add_serve_command(CLI::App& app, CommandRunner* run) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--drain-timeout", f->http.drain_timeout_s,
                   "Seconds to wait for in-flight requests after SIGTERM (default 600)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->callback([run, f] {
     *run = [f]() -> Status {
       resolve_model_dir(&f->engine);
