@@ -1,4 +1,5 @@
-// Fast FP8 E4M3 encoding for hot paths (activation quantization, FP8 KV cache writes).
+// Fast FP8 E4M3 encoding and a decode table for hot paths (activation quantization, FP8 KV
+// cache writes, the round trips of weights and activations).
 //
 // core/dtype's f32_to_fp8e4m3 searches the codes (exact, meant for loaders); this computes the
 // same code with bit arithmetic: saturate to 448, round to nearest even on the 3 mantissa bits
