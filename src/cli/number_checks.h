@@ -9,7 +9,7 @@
 namespace kite::cli {
 
 namespace detail {
-inline CLI::Validator number_above(double bound, bool allow_equal, const char* name,
+inline CLI::Validator number_above(double bound, bool allow_equal, const char* help_name,
                                    const char* wanted) {
   return CLI::Validator(
       [bound, allow_equal, wanted](std::string& in) -> std::string {
@@ -18,7 +18,7 @@ inline CLI::Validator number_above(double bound, bool allow_equal, const char* n
         if (v > bound || (allow_equal && v == bound)) return std::string();
         return std::string("must be ") + wanted + ", got " + in;
       },
-      name);
+      help_name);  // what --help shows after the type, as CLI11's own checks
 }
 }  // namespace detail
 

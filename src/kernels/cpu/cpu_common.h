@@ -1,5 +1,6 @@
 // Helpers shared by the CPU kernels: shape checks that throw std::invalid_argument with the op
-// name and the offending shapes, and small AVX2 building blocks (dot, sum of squares).
+// name and the offending shapes, small AVX2 building blocks (dot, sum of squares) and a row's
+// softmax.
 //
 // The vector helpers exist because GCC at -O2 without -ffast-math will not vectorise float
 // reductions (it may not reorder additions); explicit lanes keep them fast and deterministic
