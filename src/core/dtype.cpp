@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <vector>
 
 namespace kite {
 
@@ -141,6 +142,15 @@ float fp8e4m3_to_f32(uint8_t v) {
     out = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, static_cast<int>(exp) - 7);
   }
   return sign ? -out : out;
+}
+
+const float* fp8e4m3_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(256);
+    for (int c = 0; c < 256; ++c) t[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.data();
 }
 
 uint8_t f32_to_fp8e4m3(float f) {

@@ -29,6 +29,8 @@ uint16_t f32_to_bf16(float f);  // round to nearest even, NaN preserved
 float f16_to_f32(uint16_t v);
 uint16_t f32_to_f16(float f);
 float fp8e4m3_to_f32(uint8_t v);
+// The 256 decoded E4M3 codes, built once: decoding a code is a table read.
+const float* fp8e4m3_table();
 uint8_t f32_to_fp8e4m3(float f);  // saturating, round to nearest even
 
 }  // namespace kite

@@ -108,8 +108,7 @@ Tensor Tensor::to_f32() const {
       break;
     }
     case DType::kF8E4M3: {
-      float lut[256];
-      for (int c = 0; c < 256; ++c) lut[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
+      const float* lut = fp8e4m3_table();
       auto* in = data<uint8_t>();
       for (int64_t i = 0; i < n; ++i) o[i] = lut[in[i]];
       break;

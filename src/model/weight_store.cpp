@@ -110,8 +110,7 @@ void convert_to_f32(const uint8_t* src, DType dtype, int64_t n, float* dst) {
       });
       break;
     case DType::kF8E4M3: {
-      float lut[256];
-      for (int c = 0; c < 256; ++c) lut[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
+      const float* lut = fp8e4m3_table();
       for_each_chunk(n, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) dst[i] = lut[src[i]];
       });
@@ -344,8 +343,7 @@ Result<Tensor> WeightStore::dequant_fp8_block(const std::string& name, const Ent
   std::vector<float> scale(static_cast<size_t>(want[0] * want[1]));
   convert_to_f32(files_[s.file_index]->data + s.offset, s.dtype, scale.size(), scale.data());
 
-  float lut[256];
-  for (int c = 0; c < 256; ++c) lut[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
+  const float* lut = fp8e4m3_table();
   Tensor out = Tensor::empty(w.shape, DType::kF32);
   const uint8_t* src = files_[w.file_index]->data + w.offset;
   float* dst = out.data<float>();

@@ -1,5 +1,4 @@
-// Fast FP8 E4M3 encoding and a decode table for hot paths (activation quantization, FP8 KV
-// cache writes, the round trips of weights and activations).
+// Fast FP8 E4M3 encoding for hot paths (activation quantization, FP8 KV cache writes).
 //
 // core/dtype's f32_to_fp8e4m3 searches the codes (exact, meant for loaders); this computes the
 // same code with bit arithmetic: saturate to 448, round to nearest even on the 3 mantissa bits
@@ -10,9 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
-
-#include "core/dtype.h"
 
 namespace kite {
 
@@ -26,16 +22,6 @@ inline uint8_t fp8e4m3_encode(float f) {
   std::memcpy(&bits, &a, 4);
   const uint32_t rounded = (bits + 0x7FFFFu + ((bits >> 20) & 1u)) >> 20;  // exp(8) | mant(3)
   return sign | static_cast<uint8_t>(rounded - ((127u - 7u) << 3));
-}
-
-// The 256 decoded E4M3 codes, built once: decoding a code is a table read.
-inline const float* fp8e4m3_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(256);
-    for (int c = 0; c < 256; ++c) t[c] = fp8e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table.data();
 }
 
 }  // namespace kite

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "quant/fp8_codec.h"
-
 namespace kite {
 namespace {
 
