@@ -79,15 +79,20 @@ Status attach_output_norms(const std::string& model_dir, std::vector<LinearActiv
   return ok_status();
 }
 
+// Said the same whichever command asked (kite quantize names the method --method, the others
+// --quantization).
+Status missing_calibration_text(const LoadOptions& options) {
+  return invalid_argument(std::string(quant_method_name(options.quant.method)) +
+                          " quantization needs --calibration-text FILE, a text to calibrate on "
+                          "(for kite eval, not the text it scores)");
+}
+
 // Runs the calibration text through the model loaded with `partial` (null: unquantized) and
 // returns what every fp32 linear saw.
 Result<std::vector<LinearActivations>> record_activations(
     const std::string& model_dir, const LoadOptions& options,
     std::shared_ptr<const QuantPlan> partial = nullptr) {
-  if (options.quant.calibration_text.empty())
-    return invalid_argument(
-        "--quantization " + std::string(quant_method_name(options.quant.method)) +
-        " needs --calibration-text FILE (a text other than the one you evaluate on)");
+  if (options.quant.calibration_text.empty()) return missing_calibration_text(options);
   KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(options.quant.calibration_text));
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(model_dir));
   std::vector<int32_t> ids = tokenize_documents(tokenizer, text);
@@ -197,6 +202,13 @@ Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOpt
     spdlog::info("kv fp8 scales layer {}: k {:.3g} v {:.3g}", l, scales.k[l], scales.v[l]);
   }
   return scales;
+}
+
+Status check_calibration_text(const LoadOptions& options) {
+  if (options.plan || options.load_format == LoadFormat::kDummy ||
+      !needs_calibration(options.quant.method) || !options.quant.calibration_text.empty())
+    return ok_status();
+  return missing_calibration_text(options);
 }
 
 Result<std::unique_ptr<Model>> load_quantized_model(const std::string& model_dir,

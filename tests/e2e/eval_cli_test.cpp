@@ -1,14 +1,30 @@
 // `kite eval` end to end on the shipped model: exits 0 and its last stdout line is one JSON
-// object with the four required keys (the unquantized model against itself: KL 0, agreement 1).
+// object with the four required keys (the unquantized model against itself: KL 0, agreement 1);
+// a method that needs a calibration text, given none, fails before any model is loaded.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 namespace kite {
 namespace {
+
+// Runs `command` through the shell; returns its exit status and stdout (stderr as the command
+// redirects it).
+std::pair<int, std::string> run_command(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
 TEST(EvalCli, LastLineIsJsonWithTheFourKeys) {
   const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
@@ -16,14 +32,8 @@ TEST(EvalCli, LastLineIsJsonWithTheFourKeys) {
   const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
   const std::string cmd = binary + " --log-level warn eval --model " + model + " --text " + model +
                           "/heldout.txt --max-tokens 128 --window 64 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  auto [status, out] = run_command(cmd);
+  ASSERT_EQ(status, 0) << out;
   while (!out.empty() && out.back() == '\n') out.pop_back();
   const std::string last = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
   const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
@@ -33,6 +43,28 @@ TEST(EvalCli, LastLineIsJsonWithTheFourKeys) {
   EXPECT_NEAR(j["kl_divergence"].get<double>(), 0.0, 1e-9);
   EXPECT_EQ(j["top1_agreement"].get<double>(), 1.0);
   EXPECT_EQ(j["tokens"].get<int64_t>(), 128);
+}
+
+// Before, kite eval loaded its unquantized reference (and logged "loaded ...") and only then
+// said that awq needs a calibration text, in words that spoke of evaluating in kite quantize too.
+TEST(EvalCli, CalibratingMethodsWithoutATextFailBeforeLoading) {
+  const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
+  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
+  const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+  const std::string out_dir = testing::TempDir() + "/kite_quantize_no_calibration";
+  for (const std::string& args :
+       {"eval --model " + model + " --text " + model + "/heldout.txt --quantization awq",
+        "eval --model " + model + " --text " + model + "/heldout.txt --quantization int8",
+        "quantize --model " + model + " --method awq --out " + out_dir}) {
+    auto [status, out] = run_command(binary + " --log-level info " + args + " 2>&1");
+    const std::string method = args.find("int8") != std::string::npos ? "int8" : "awq";
+    EXPECT_NE(status, 0) << args << "\n" << out;
+    EXPECT_NE(out.find(method + " quantization needs --calibration-text FILE"), std::string::npos)
+        << args << "\n"
+        << out;
+    EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out_dir)) << "kite quantize wrote " << out_dir;
 }
 
 }  // namespace
