@@ -1,10 +1,11 @@
 // Numeric options out of range are refused with one short line naming the option, the value
 // and what it must be (CLI11's own range checks printed every digit of DBL_MAX).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <filesystem>
 #include <string>
+
+#include "support/run_command.h"
 
 namespace kite {
 namespace {
@@ -26,14 +27,8 @@ TEST(CliNumberChecks, OutOfRangeValuesGetAShortMessage) {
       {"serve --drain-timeout -1.5", "--drain-timeout", "must be 0 or more, got -1.5"},
   };
   for (const Refusal& c : cases) {
-    FILE* p = popen((binary + " " + c.args + " 2>&1").c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = pclose(p);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << c.args << ": " << out;
+    const auto [status, out] = test_support::run_command(binary + " " + c.args + " 2>&1");
+    EXPECT_TRUE(status != -1 && status != 0) << c.args << ": " << out;
     const std::string first = out.substr(0, out.find('\n'));
     EXPECT_NE(first.find(c.option), std::string::npos) << c.args << ": " << out;
     EXPECT_NE(first.find(c.wanted), std::string::npos) << c.args << ": " << out;

@@ -2,29 +2,17 @@
 // object with the four required keys (the unquantized model against itself: KL 0, agreement 1);
 // a method that needs a calibration text, given none, fails before any model is loaded.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
+
+#include "support/run_command.h"
 
 namespace kite {
 namespace {
 
-// Runs `command` through the shell; returns its exit status and stdout (stderr as the command
-// redirects it).
-std::pair<int, std::string> run_command(const std::string& command) {
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using test_support::run_command;
 
 TEST(EvalCli, LastLineIsJsonWithTheFourKeys) {
   const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";

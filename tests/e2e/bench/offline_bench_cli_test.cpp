@@ -1,12 +1,13 @@
 // `kite bench latency` on dummy weights from a config-only folder, and `kite bench
 // throughput` on the shipped model, through the built binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "support/run_command.h"
 
 namespace kite {
 namespace {
@@ -26,13 +27,9 @@ class BenchOfflineCli : public ::testing::Test {
   }
   nlohmann::json run_json(const std::string& args) {
     const std::string json_path = (dir_ / "result.json").string();
-    std::string out;
-    FILE* p = popen((binary_ + " " + args + " --result-json " + json_path + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = p ? pclose(p) : -1;
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+    const auto [status, out] =
+        test_support::run_command(binary_ + " " + args + " --result-json " + json_path + " 2>&1");
+    EXPECT_EQ(status, 0) << out;
     output_ = out;
     std::ifstream f(json_path);
     return nlohmann::json::parse(f, nullptr, false);
@@ -97,16 +94,9 @@ TEST_F(BenchOfflineCli, LatencyLeavesOutStepsWithPromptChunks) {
 TEST_F(BenchOfflineCli, LatencyRefusesConfigOnlyFolderWithoutDummy) {
   fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/qwen2/config.json",
                 dir_ / "config.json");
-  FILE* p = popen(
-      (binary_ + " bench latency --model " + dir_.string() + " --input-len 4 --output-len 2 2>&1")
-          .c_str(),
-      "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
+  const auto [status, out] = test_support::run_command(
+      binary_ + " bench latency --model " + dir_.string() + " --input-len 4 --output-len 2 2>&1");
+  EXPECT_EQ(status, 1) << out;
   EXPECT_NE(out.find("kite: error:"), std::string::npos) << out;
 }
 

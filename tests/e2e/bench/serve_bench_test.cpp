@@ -3,7 +3,6 @@
 #include "bench/serve_bench.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <fstream>
 
 #include "fake_openai_server.h"
+#include "support/run_command.h"
 
 namespace kite::bench {
 namespace {
@@ -191,18 +191,6 @@ TEST(BenchServe, DefaultModelFromModelsEndpointAndConnectionErrors) {
   EXPECT_EQ(u->base_path, "/base");
 }
 
-std::string run_command(const std::string& cmd, int* exit_code) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
 TEST(BenchServeCli, RateSweepWritesJsonAndPlot) {
   const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
   if (!fs::exists(binary)) GTEST_SKIP() << binary << " is not built";
@@ -214,14 +202,12 @@ TEST(BenchServeCli, RateSweepWritesJsonAndPlot) {
       fs::temp_directory_path() / ("kite_bench_serve_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string json_path = (dir / "r.json").string(), plot_path = (dir / "p.html").string();
-  int code = -1;
-  const std::string out =
-      run_command(binary + " bench serve --url " + server.url() +
-                      " --dataset shared-prefix --prefix-len 6 --input-len 4 --output-len 3"
-                      " --num-prompts 5 --request-rate 50,inf --max-concurrency 4"
-                      " --slo-ttft-ms 10000 --slo-tpot-ms 0.001 --seed 2 --result-json " +
-                      json_path + " --plot " + plot_path,
-                  &code);
+  const auto [code, out] = test_support::run_command(
+      binary + " bench serve --url " + server.url() +
+      " --dataset shared-prefix --prefix-len 6 --input-len 4 --output-len 3"
+      " --num-prompts 5 --request-rate 50,inf --max-concurrency 4"
+      " --slo-ttft-ms 10000 --slo-tpot-ms 0.001 --seed 2 --result-json " +
+      json_path + " --plot " + plot_path + " 2>&1");
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("Serving Benchmark Result"), std::string::npos) << out;
   std::ifstream jf(json_path);

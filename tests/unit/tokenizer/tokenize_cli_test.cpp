@@ -1,12 +1,11 @@
 // `kite tokenize` end to end: the built binary over a temporary model directory.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "support/run_command.h"
 #include "tiny_tokenizer.h"
 
 namespace kite {
@@ -14,22 +13,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using test_support::CommandResult;
 
-CommandResult run(const std::string& cmd) {
-  CommandResult r{-1, ""};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// The command with its stderr in the output.
+CommandResult run(const std::string& cmd) { return test_support::run_command(cmd + " 2>&1"); }
 
 class TokenizeCliTest : public ::testing::Test {
  protected:
