@@ -36,12 +36,25 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 build-cuda/lib/
 # Symbols are not needed there, and every megabyte counts against the 64 MiB that travels.
 strip --strip-unneeded build-cuda/kite_cuda_tests build-cuda/kite
 
+# PREV_KITE=PATH: another commit's kite binary (built by this script before) travels too, as
+# build-cuda/kite_prev, for same-call A/Bs across commits (quant_decode_ab.sh: KITE_BIN). Its
+# bundled libraries must be the same set as this build's (they are unless a dependency changed).
+if [ -n "${PREV_KITE:-}" ]; then
+  [ "$(realpath "$PREV_KITE")" = "$(realpath -m build-cuda/kite_prev)" ] ||
+    cp "$PREV_KITE" build-cuda/kite_prev
+  strip --strip-unneeded build-cuda/kite_prev
+else
+  rm -f build-cuda/kite_prev
+fi
+
 # The same, compressed, for the trip to the GPU machine (tools/cuda/model_bench.sh unpacks it).
-tar cJf build-cuda/bundle.tar.xz build-cuda/kite build-cuda/kite_cuda_tests build-cuda/lib
+tar cJf build-cuda/bundle.tar.xz build-cuda/kite build-cuda/kite_cuda_tests build-cuda/lib \
+  $( [ -f build-cuda/kite_prev ] && echo build-cuda/kite_prev )
 
 echo "== build-cuda/kite_cuda_tests"
 ls -la build-cuda/kite_cuda_tests
 echo "needed: $(readelf -d build-cuda/kite_cuda_tests | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); printf "%s ", $5}')"
 echo "rpath:  $(readelf -d build-cuda/kite_cuda_tests | awk '/RUNPATH|RPATH/ {print $5}')"
 echo "bundled: $(ls build-cuda/lib | tr '\n' ' ')"
-echo "carry size: $(du -cb build-cuda/kite_cuda_tests build-cuda/kite build-cuda/lib | tail -1 | cut -f1) bytes"
+echo "carry size: $(du -cb build-cuda/kite_cuda_tests build-cuda/kite build-cuda/lib | tail -1 | cut -f1) bytes" \
+  "uncompressed; bundle.tar.xz $(stat -c %s build-cuda/bundle.tar.xz) bytes"

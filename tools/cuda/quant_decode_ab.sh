@@ -6,7 +6,10 @@
 # (ROUNDS, default 2) so a drift of the machine shows as a spread, not as a ratio.
 # Logs and each run's JSON go to $OUT; a table of p50 ms per step comes last on stdout.
 #   TEST_FILTER  gtest filter run first ('' skips; default the quantized tests)
-#   CASES        which runs, '|'-separated name:batch:flags;env entries (default below)
+#   CASES        which runs, '|'-separated name:batch:flags;env entries (default below); an
+#                env entry KITE_BIN=PATH runs that binary instead of build-cuda/kite (an A/B
+#                against another commit's build: `PREV_KITE=PATH bash tools/cuda/build.sh`
+#                bundles one as build-cuda/kite_prev)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/cuda/device_env.sh
@@ -42,8 +45,10 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     name=${c%%:*}; rest=${c#*:}; batch=${rest%%:*}; rest=${rest#*:}
     flags=${rest%%;*}; envs=${rest#*;}
     echo "== $(date +%T) round $round $name (batch $batch, $flags ${envs:+env $envs})" | tee -a "$LOG"
+    bin=./build-cuda/kite
+    for kv in $envs; do case $kv in KITE_BIN=*) bin=${kv#KITE_BIN=} ;; esac; done
     # shellcheck disable=SC2086
-    env $envs timeout "${T_BENCH:-150}" ./build-cuda/kite bench latency --model "$LLAMA" \
+    env $envs timeout "${T_BENCH:-150}" "$bin" bench latency --model "$LLAMA" \
       --load-format dummy --device cuda --batch-size "$batch" --input-len 512 --output-len 64 \
       --iters 3 $flags --result-json "$OUT/${name}_r$round.json" >>"$LOG" 2>&1
     echo "   exit $?" | tee -a "$LOG"
