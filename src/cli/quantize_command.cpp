@@ -4,6 +4,7 @@
 #include "cli/engine_flags.h"
 #include "quant/calibration.h"
 #include "quant/export.h"
+#include "quant/output_folder.h"
 
 namespace kite::cli {
 
@@ -24,6 +25,8 @@ void add_quantize_command(CLI::App& app, CommandRunner* run) {
   cmd->callback([run, f] {
     *run = [f]() -> Status {
       if (f->model_dir.empty()) f->model_dir = default_model_dir();
+      // Before the plan: AWQ's calibration takes minutes on a large model.
+      KITE_RETURN_IF_ERROR(check_output_folder(f->out_dir, f->model_dir));
       KITE_ASSIGN_OR_RETURN(std::shared_ptr<const QuantPlan> plan,
                             build_quant_plan(f->model_dir, f->load));
       return export_quantized_checkpoint(f->model_dir, *plan, f->out_dir);

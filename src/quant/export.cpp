@@ -9,6 +9,7 @@
 
 #include "model/config.h"
 #include "model/weight_store.h"
+#include "quant/output_folder.h"
 #include "quant/safetensors_writer.h"
 
 namespace kite {
@@ -121,6 +122,7 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
                                    const std::string& out_dir) {
   namespace fs = std::filesystem;
   if (plan.method == QuantMethod::kNone) return invalid_argument("kite quantize needs --method");
+  KITE_RETURN_IF_ERROR(check_output_folder(out_dir, model_dir));
   KITE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
   if (config.fp8_block_quantized)
     return unsupported(model_dir + " is an FP8 block checkpoint; serve it with --quantization fp8");
@@ -136,9 +138,8 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
     return unsupported(model_dir +
                        " ties lm_head to the embedding; a quantized checkpoint cannot store it "
                        "apart (use --quantize-lm-head when serving instead)");
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) return invalid_argument("cannot create '" + out_dir + "': " + ec.message());
+  KITE_ASSIGN_OR_RETURN(StagedFolder staged, StagedFolder::create(out_dir));
+  const std::string& dir = staged.path();
   SafetensorsWriter writer;
   int64_t quantized = 0;
   for (const std::string& name : store.names()) {
@@ -163,14 +164,15 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
       writer.add(name, raw);
     }
   }
-  KITE_RETURN_IF_ERROR(writer.write(out_dir + "/model.safetensors"));
-  KITE_RETURN_IF_ERROR(write_config(model_dir, plan, out_dir));
+  KITE_RETURN_IF_ERROR(writer.write(dir + "/model.safetensors"));
+  KITE_RETURN_IF_ERROR(write_config(model_dir, plan, dir));
+  std::error_code ec;
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     if (!fs::exists(fs::path(model_dir) / f)) continue;
-    fs::copy_file(fs::path(model_dir) / f, fs::path(out_dir) / f,
-                  fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(fs::path(model_dir) / f, fs::path(dir) / f, ec);
     if (ec) return internal_error(std::string("copying ") + f + ": " + ec.message());
   }
+  KITE_RETURN_IF_ERROR(staged.commit());
   spdlog::info("wrote {} ({} linears quantized, {:.1f} MiB)", out_dir, quantized,
                writer.data_bytes() / 1048576.0);
   return ok_status();

@@ -1,7 +1,8 @@
 // `kite quantize`: writes a checkpoint quantized by a QuantPlan that load_model reads back to
 // the same weights on-load quantization produces.
 //
-// Layout written to out_dir/model.safetensors (one file) + config.json + tokenizer files:
+// Layout written to out_dir/model.safetensors (one file) + config.json + tokenizer files (out_dir
+// new, empty or an earlier output, built beside it and renamed into place: quant/output_folder.h):
 //   int4 / awq: AWQ GEMM layout (quant/checkpoint_formats.h; scales F16) and
 //     quantization_config {quant_method awq, bits 4, group_size, zero_point, version gemm}.
 //   fp8 / int8: compressed-tensors naming, `<name>.weight` F8_E4M3 / I8 [out, in] +
