@@ -1,9 +1,11 @@
 // `kite bench serve | latency | throughput`: the load generator against an OpenAI-compatible
 // server, and the in-process latency and offline-throughput benchmarks (src/bench/).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -22,6 +24,25 @@ Status write_text(const std::string& path, const std::string& text) {
   if (!out) return not_found("cannot write '" + path + "'");
   out << text;
   if (!out) return internal_error("writing '" + path + "' failed");
+  return ok_status();
+}
+
+// Whether `path` (the value of `flag`; empty: not asked for) can be written, checked before a
+// benchmark runs: a sweep or a model load takes minutes, and a mistyped folder used to lose
+// the results only at the end.
+Status check_writable(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return ok_status();
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return invalid_argument(std::string(flag) + " '" + path + "' is a folder; give a file name");
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  if (!fs::is_directory(parent, ec))
+    return invalid_argument(std::string(flag) + " '" + path + "': folder '" + parent.string() +
+                            "' does not exist");
+  if (::access(parent.c_str(), W_OK) != 0 ||
+      (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
+    return invalid_argument(std::string(flag) + " '" + path + "' cannot be written");
   return ok_status();
 }
 
@@ -48,6 +69,8 @@ struct ServeFlags {
 };
 
 Status run_serve(ServeFlags& f) {
+  KITE_RETURN_IF_ERROR(check_writable("--result-json", f.result_json));
+  KITE_RETURN_IF_ERROR(check_writable("--plot", f.plot));
   KITE_ASSIGN_OR_RETURN(f.data.kind, bench::parse_dataset_kind(f.dataset));
   KITE_ASSIGN_OR_RETURN(bench::Endpoint endpoint, bench::parse_endpoint(f.endpoint));
   KITE_ASSIGN_OR_RETURN(std::vector<double> rates, bench::parse_rate_list(f.rates));
@@ -192,6 +215,7 @@ void add_latency(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--result-json", f->result_json, "Write the result here");
   cmd->callback([run, f] {
     *run = [f]() -> Status {
+      KITE_RETURN_IF_ERROR(check_writable("--result-json", f->result_json));
       resolve_model_dir(&f->engine);
       KITE_ASSIGN_OR_RETURN(LLM llm, LLM::create(f->engine));
       KITE_ASSIGN_OR_RETURN(bench::LatencyReport report,
@@ -217,6 +241,7 @@ void add_throughput(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--result-json", f->result_json, "Write the result here");
   cmd->callback([run, f] {
     *run = [f]() -> Status {
+      KITE_RETURN_IF_ERROR(check_writable("--result-json", f->result_json));
       resolve_model_dir(&f->engine);
       KITE_ASSIGN_OR_RETURN(LLM llm, LLM::create(f->engine));
       KITE_ASSIGN_OR_RETURN(bench::ThroughputReport report,

@@ -61,6 +61,38 @@ TEST_F(BenchOfflineCli, LatencyOnDummyWeightsFromConfigOnly) {
   EXPECT_NE(output_.find("GB/s"), std::string::npos);
 }
 
+// An unwritable --result-json (or --plot) is refused before the benchmark runs — before the
+// model loads or the first request is sent — instead of after it, which lost the results.
+TEST_F(BenchOfflineCli, UnwritableResultPathsAreRefusedBeforeRunning) {
+  fs::copy_file(std::string(KITE_SOURCE_DIR) + "/tests/fixtures/models/llama3/config.json",
+                dir_ / "config.json");
+  const std::string model =
+      " --model " + dir_.string() + " --load-format dummy --kv-cache-memory 8";
+  const std::string missing = (dir_ / "no_such_folder" / "r.json").string();
+  struct Case {
+    std::string args, expect;
+  };
+  const Case cases[] = {
+      {"bench latency" + model + " --input-len 8 --output-len 4 --iters 1 --result-json " + missing,
+       "does not exist"},
+      {"bench throughput" + model + " --input-len 8 --output-len 4 --num-prompts 2 --result-json " +
+           dir_.string(),
+       "is a folder"},
+      // No server listens on port 1: the refusal must come before any connection attempt.
+      {"bench serve --url http://127.0.0.1:1 --num-prompts 1 --result-json " + missing,
+       "does not exist"},
+      {"bench serve --url http://127.0.0.1:1 --num-prompts 1 --plot " + missing, "does not exist"},
+  };
+  for (const Case& c : cases) {
+    const auto [status, out] = test_support::run_command(binary_ + " " + c.args + " 2>&1");
+    EXPECT_NE(status, 0) << c.args;
+    EXPECT_NE(out.find(c.expect), std::string::npos) << c.args << "\n" << out;
+    EXPECT_EQ(out.find("loaded "), std::string::npos) << "the model loaded first: " << out;
+    EXPECT_EQ(out.find("requests at"), std::string::npos) << "the benchmark ran first: " << out;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "no_such_folder"));
+}
+
 // Batch x input above the token budget: the prompts are prefilled in chunks over several steps
 // while the first requests already decode; those steps are not decode steps.
 TEST_F(BenchOfflineCli, LatencyLeavesOutStepsWithPromptChunks) {
