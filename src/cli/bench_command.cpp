@@ -27,24 +27,23 @@ Status write_text(const std::string& path, const std::string& text) {
   return ok_status();
 }
 
-// Whether `path` (the value of `flag`; empty: not asked for) can be written, checked before a
-// benchmark runs: a sweep or a model load takes minutes, and a mistyped folder used to lose
-// the results only at the end.
-Status check_writable(const char* flag, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) return ok_status();
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    return invalid_argument(std::string(flag) + " '" + path + "' is a folder; give a file name");
-  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
-  if (!fs::is_directory(parent, ec))
-    return invalid_argument(std::string(flag) + " '" + path + "': folder '" + parent.string() +
-                            "' does not exist");
-  if (::access(parent.c_str(), W_OK) != 0 ||
-      (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
-    return invalid_argument(std::string(flag) + " '" + path + "' cannot be written");
-  return ok_status();
-}
+// --result-json / --plot: a file that can be written, checked when the flags are parsed, before
+// any work: a model load or a rate sweep takes minutes, and a mistyped folder used to lose the
+// results only at the end.
+const CLI::Validator kWritableFile(
+    [](std::string& path) -> std::string {
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      if (fs::is_directory(path, ec)) return "'" + path + "' is a folder; give a file name";
+      const fs::path parent =
+          fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+      if (!fs::is_directory(parent, ec)) return "folder '" + parent.string() + "' does not exist";
+      if (::access(parent.c_str(), W_OK) != 0 ||
+          (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
+        return "'" + path + "' cannot be written";
+      return std::string();
+    },
+    "FILE");
 
 std::string today_utc() {
   std::time_t t = std::time(nullptr);
@@ -69,8 +68,6 @@ struct ServeFlags {
 };
 
 Status run_serve(ServeFlags& f) {
-  KITE_RETURN_IF_ERROR(check_writable("--result-json", f.result_json));
-  KITE_RETURN_IF_ERROR(check_writable("--plot", f.plot));
   KITE_ASSIGN_OR_RETURN(f.data.kind, bench::parse_dataset_kind(f.dataset));
   KITE_ASSIGN_OR_RETURN(bench::Endpoint endpoint, bench::parse_endpoint(f.endpoint));
   KITE_ASSIGN_OR_RETURN(std::vector<double> rates, bench::parse_rate_list(f.rates));
@@ -173,9 +170,10 @@ void add_serve(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--seed", f->data.seed, "Seed of prompts and arrivals");
   cmd->add_option("--timeout-s", f->timeout_s, "Per read/connect timeout")->check(kPositive);
   cmd->add_option("--result-json", f->result_json,
-                  "Write metrics and per-request measurements here");
-  cmd->add_option("--plot", f->plot,
-                  "Write an HTML page with SVG plots of latency vs request rate");
+                  "Write metrics and per-request measurements here")
+      ->check(kWritableFile);
+  cmd->add_option("--plot", f->plot, "Write an HTML page with SVG plots of latency vs request rate")
+      ->check(kWritableFile);
   cmd->callback([run, f] { *run = [f] { return run_serve(*f); }; });
 }
 
@@ -212,10 +210,9 @@ void add_latency(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--warmup-iters", f->c.warmup_iters, "Unmeasured iterations first")
       ->check(kNonNegative);
   cmd->add_option("--seed", f->c.seed, "Seed of the random prompts");
-  cmd->add_option("--result-json", f->result_json, "Write the result here");
+  cmd->add_option("--result-json", f->result_json, "Write the result here")->check(kWritableFile);
   cmd->callback([run, f] {
     *run = [f]() -> Status {
-      KITE_RETURN_IF_ERROR(check_writable("--result-json", f->result_json));
       resolve_model_dir(&f->engine);
       KITE_ASSIGN_OR_RETURN(LLM llm, LLM::create(f->engine));
       KITE_ASSIGN_OR_RETURN(bench::LatencyReport report,
@@ -238,10 +235,9 @@ void add_throughput(CLI::App* bench, CommandRunner* run) {
   cmd->add_option("--output-len", f->c.output_len, "Generated tokens")->check(kPositive);
   cmd->add_option("--num-prompts", f->c.num_prompts, "Requests")->check(kPositive);
   cmd->add_option("--seed", f->c.seed, "Seed of the random prompts");
-  cmd->add_option("--result-json", f->result_json, "Write the result here");
+  cmd->add_option("--result-json", f->result_json, "Write the result here")->check(kWritableFile);
   cmd->callback([run, f] {
     *run = [f]() -> Status {
-      KITE_RETURN_IF_ERROR(check_writable("--result-json", f->result_json));
       resolve_model_dir(&f->engine);
       KITE_ASSIGN_OR_RETURN(LLM llm, LLM::create(f->engine));
       KITE_ASSIGN_OR_RETURN(bench::ThroughputReport report,
