@@ -167,7 +167,7 @@ Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan
   KITE_RETURN_IF_ERROR(writer.write(dir + "/model.safetensors"));
   KITE_RETURN_IF_ERROR(write_config(model_dir, plan, dir));
   std::error_code ec;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+  for (const char* f : kExportCopiedFiles) {
     if (!fs::exists(fs::path(model_dir) / f)) continue;
     fs::copy_file(fs::path(model_dir) / f, fs::path(dir) / f, ec);
     if (ec) return internal_error(std::string("copying ") + f + ": " + ec.message());

@@ -16,11 +16,19 @@
 //   Everything else is copied byte for byte.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "quant/quant_plan.h"
 
 namespace kite {
+
+// The files a checkpoint's folder gets: the two written, then those copied from the model's
+// folder where it has them (quant/output_folder.cpp knows an earlier output by them).
+inline constexpr std::array<const char*, 2> kExportWrittenFiles = {"model.safetensors",
+                                                                   "config.json"};
+inline constexpr std::array<const char*, 3> kExportCopiedFiles = {
+    "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
 
 Status export_quantized_checkpoint(const std::string& model_dir, const QuantPlan& plan,
                                    const std::string& out_dir);

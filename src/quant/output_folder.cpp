@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
+#include <string_view>
+
+#include "quant/export.h"
+#include "quant/text_scoring.h"
 
 namespace kite {
 namespace fs = std::filesystem;
@@ -18,19 +20,22 @@ fs::path folder_path(const std::string& out_dir) {
   return p.has_filename() ? p : p.parent_path();
 }
 
-// What export_quantized_checkpoint writes (quant/export.cpp).
+// What export_quantized_checkpoint writes (quant/export.h).
+bool is_export_file(const std::string& name) {
+  auto named = [&](const char* f) { return name == std::string_view(f); };
+  return std::ranges::any_of(kExportWrittenFiles, named) ||
+         std::ranges::any_of(kExportCopiedFiles, named);
+}
+
 bool is_kite_output(const fs::path& dir) {
-  static const std::set<std::string> kFiles = {"model.safetensors", "config.json", "tokenizer.json",
-                                               "tokenizer_config.json", "generation_config.json"};
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file() || !kFiles.contains(e.path().filename().string())) return false;
+    if (!e.is_regular_file() || !is_export_file(e.path().filename().string())) return false;
   }
   if (ec || !fs::exists(dir / "model.safetensors")) return false;
-  std::ifstream in(dir / "config.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json cfg = nlohmann::json::parse(text.str(), nullptr, false);
+  const Result<std::string> text = read_text_file((dir / "config.json").string());
+  if (!text.ok()) return false;
+  const nlohmann::json cfg = nlohmann::json::parse(text.value(), nullptr, false);
   return !cfg.is_discarded() && cfg.is_object() && cfg.contains("quantization_config") &&
          cfg["quantization_config"].is_object() &&
          cfg["quantization_config"].contains("kite_method");

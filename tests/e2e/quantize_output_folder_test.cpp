@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "quant/calibration.h"
 #include "quant/export.h"
 #include "quant/output_folder.h"
+#include "quant/text_scoring.h"
 
 namespace kite {
 namespace {
@@ -33,10 +33,8 @@ struct TempDir {
 };
 
 std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const Result<std::string> r = read_text_file(p.string());  // binary-safe
+  return r.ok() ? r.value() : std::string();
 }
 
 // Every file under dir (relative name -> bytes).
