@@ -85,8 +85,14 @@ std::pair<double, double> time_us(Fn&& fn, int copies) {
 
 TEST(CudaQuantLinearBench, DISABLED_Bench) {
   constexpr int kCopies = 4;
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
+  // KITE_QBENCH_DEEPSEEK=1: DeepSeek-V2-Lite's dense linears instead (q, kv_a, kv_b, o, the
+  // shared experts' gate_up and down).
+  const bool ds = std::getenv("KITE_QBENCH_DEEPSEEK") != nullptr;
+  const std::vector<std::pair<int64_t, int64_t>> shapes =
+      ds ? std::vector<std::pair<int64_t, int64_t>>{{3072, 2048}, {576, 2048},  {4096, 512},
+                                                    {2048, 2048}, {5632, 2048}, {2048, 2816}}
+         : std::vector<std::pair<int64_t, int64_t>>{
+               {4096, 14336}, {8192, 8192}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
   const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                                  QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
   std::printf("%-17s %-7s %2s %5s %6s %9s %9s %8s %6s %6s\n", "format", "path", "M", "N", "K",
@@ -112,6 +118,7 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
         struct V { const char* name; int path, kw, u; };
         std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
+        if (fi == 1) vs.push_back({"a16", 5, 0, 0});  // FP8 with BF16 activations (M <= 2)
         // The decode kernel's warps per tile and ring depth, INT4: at one row on every shape,
         // at every row count on the stacked gate_up.
         if (fi == 0 && (m == 1 || n == 28672))

@@ -141,13 +141,17 @@ struct Geometry {
 // GATED (8-bit formats, BF16 out): the weight is a gated MLP's stacked [gate; up] [2n, K]; a
 // tile is the gate rows of features 8t .. 8t + 7 above their up rows (n % 8 == 0), and y
 // [m, n] = silu(gate) * up, computed from the fp32 sums, so no silu_mul launch follows.
-template <int F, typename TOut, bool FQ, bool GATED>
+// A16 (FP8 per channel, KParams::xq_a16): x is BF16 [m, ldx], read like W4's activations, and
+// each lane turns its E4M3 codes (exactly) and x (times kA16XScale) into f16 for m16n8k16 MMAs
+// (W8A16: no activation quantization, so no block-wide amax and divisions before the first MMA).
+template <int F, typename TOut, bool FQ, bool GATED, bool A16 = false>
 __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p) {
   using G = Geometry<F>;
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
   constexpr bool kW4F = G::kW4F;
   constexpr int kStages = G::kStages;
-  constexpr int XL = kW4F ? 2 : 1;  // 16-byte activation loads per lane per chunk
+  static_assert(!A16 || (F == kFp8Ch && !FQ), "BF16 activations are for FP8 per channel");
+  constexpr int XL = kW4F || A16 ? 2 : 1;  // 16-byte activation loads per lane per chunk
   constexpr int WC = G::kWarpChunks;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * G::kStageBytes);
@@ -229,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       const int c = cw + u;
       const bool on = c < p.nchunks;
       if (on && tok_ok) {
-        if constexpr (kW4F) {
+        if constexpr (kW4F || A16) {
           const uint4* xp =
               reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
                                              static_cast<int64_t>(g) * p.ldx + c * kChunk + 16 * t);
@@ -288,6 +292,22 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         acc[1] = fmaf(ct[1], ws[u][0], acc[1]);
         acc[2] = fmaf(ct[2], ws[u][1], acc[2]);
         acc[3] = fmaf(ct[3], ws[u][1], acc[3]);
+      } else if constexpr (A16) {
+        // The lane's 16 codes of rows g and g + 8 (k = 16t .. 16t + 15 of the chunk) and the
+        // same 16 x values. Four m16n8k16 MMAs: the MMA's k pairs (2t, 2t + 1) and (2t + 8,
+        // 2t + 9) stand for bytes (4j, 4j + 1) and (4j + 2, 4j + 3) of the lane's word j in
+        // both operands, so the sum is unchanged (the same k order for A and B).
+        const uint8_t* r0 = stage + g * G::kRowPitch + cl * kChunk + 16 * t;
+        const uint4 w0 = *reinterpret_cast<const uint4*>(r0);
+        const uint4 w1 = *reinterpret_cast<const uint4*>(r0 + 8 * G::kRowPitch);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t a = word(w0, j), b = word(w1, j);
+          const uint32_t f[4] = {e4m3x2_to_f16x2(a), e4m3x2_to_f16x2(b), e4m3x2_to_f16x2(a >> 16),
+                                 e4m3x2_to_f16x2(b >> 16)};
+          mma_f16(acc, f, bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2)),
+                  bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2 + 1)));
+        }
       } else {
         const uint8_t* r0 = stage + g * G::kRowPitch + cl * kChunk + 16 * t;
         const uint4 w0 = *reinterpret_cast<const uint4*>(r0);
@@ -322,6 +342,8 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
             float xs;
             if constexpr (FQ)
               xs = xq_scale[tok];
+            else if constexpr (A16)
+              xs = kA16SumScale;
             else
               xs = __ldg(p.xscale + tok);
             // The scales as finish_output applies them; silu(g) = g / (1 + exp(-g)), the
@@ -342,6 +364,8 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         if (row < p.n && tok < p.m) {
           if constexpr (FQ)
             finish_output<F, TOut>(p, tok, row, static_cast<float>(sum), xq_scale[tok]);
+          else if constexpr (A16)
+            finish_output<F, TOut>(p, tok, row, static_cast<float>(sum), kA16SumScale);
           else
             finish_output<F, TOut>(p, tok, row, static_cast<float>(sum));
         }
@@ -368,12 +392,27 @@ void launch_bulk(const KParams& p, cudaStream_t stream) {
       KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, true, GATED>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            G::kSmemBytes + kFusedQuantMaxBytes + kFusedExtra));
+    if constexpr (F == kFp8Ch)
+      KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           G::kSmemBytes));
     return true;
   }();
   (void)ready;
   const int tiles = GATED ? p.n / (kTileRows / 2) : p.n_pad / kTileRows;
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
+  if constexpr (F == kFp8Ch) {
+    if (p.xq_src && p.xq_a16) {  // W8A16: the BF16 rows are the kernel's x
+      KParams q = p;
+      q.x = p.xq_src;
+      q.ldx = p.k_real;
+      launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, true>, grid, kThreads, G::kSmemBytes,
+                 stream, q);
+      KITE_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   if constexpr (kCanFuse) {
     if (p.xq_src) {
       const size_t smem =

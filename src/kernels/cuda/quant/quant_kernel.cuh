@@ -42,6 +42,40 @@ __device__ __forceinline__ void mma_8bit(int (&c)[4], const uint32_t (&a)[4], ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two E4M3 codes (the low 16 bits of v, first code in the low byte) as an f16x2, exactly (every
+// E4M3 value is an f16 value).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t v) {
+  uint32_t d;
+  asm("{\n .reg .b16 lo;\n cvt.u16.u32 lo, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+      : "=r"(d)
+      : "r"(v));
+  return d;
+}
+
+// W8A16's activations go into the f16 MMA scaled by 2^-8 (the sums are scaled back by 2^8):
+// f16 alone would saturate at 65,504, which large activations (a gated MLP's down input) can
+// pass; scaled, |x| up to 1.6e7 fits, every BF16 value of magnitude 2^-9 or more is exact, and
+// smaller ones are off by at most 2^-17. Both scalings are exact powers of two.
+constexpr float kA16XScale = 0x1p-8f;
+constexpr float kA16SumScale = 0x1p8f;
+// A bf16x2 times kA16XScale as an f16x2 (rounded to nearest, saturated to +-65504).
+__device__ __forceinline__ uint32_t bf16x2_to_scaled_f16x2(uint32_t v) {
+  uint32_t d;
+  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n"
+      : "=r"(d)
+      : "f"(__uint_as_float(v & 0xFFFF0000u) * kA16XScale),
+        "f"(__uint_as_float(v << 16) * kA16XScale));
+  return d;
+}
+
 __device__ __forceinline__ uint32_t sub_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
@@ -120,6 +154,9 @@ struct KParams {
   const bf16* xq_src;
   const float* xq_in_scale;  // input_scale or null
   int k_real;
+  // FP8 per channel with xq_src set: the bulk GEMV reads those BF16 rows as they are (W8A16:
+  // no activation codes or scale; k_real % 64 == 0, no input_scale).
+  int xq_a16;
 };
 
 // The group (W4) or scale column (FP8 block) of 64-channel chunk c >= 0: a shift when

@@ -245,7 +245,7 @@ const bool g_fused_quant_auto = !env_switched_off("KITE_CUDA_QGEMV_FUSED_QUANT")
 // copies, are the limit; BENCHMARKS.md, run 6). Paths 3 and 4 force the bulk GEMV for W4A16 too.
 bool takes_bulk(Fmt f, int64_t m) {
   if (m > 8 || f == kFp8Blk) return false;
-  return g_dec_path == 3 || g_dec_path == 4 ||
+  return g_dec_path == 3 || g_dec_path == 4 || g_dec_path == 5 ||
          (g_dec_path == 0 && (f == kFp8Ch || f == kI8Ch) && g_bulk_auto);
 }
 
@@ -412,8 +412,17 @@ ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, in
   return codes;
 }
 
+// FP8 per channel at two rows reads its activations as BF16 (W8A16) where the bulk GEMV would
+// quantize them in-block: batch-2 decode steps were 8 % (Llama-3-8B) and 6 % (DeepSeek-V2-Lite)
+// slower with the in-block quantization of two rows, and Llama's now cost what batch 1 does
+// (BENCHMARKS.md, run 29). At one row Llama-3-8B's step was 5 % slower with it (run 28), so one
+// row keeps W8A8. KITE_CUDA_FP8_DECODE_A16=0 keeps two rows on W8A8 too (an A/B switch).
+const bool g_fp8_a16_auto = !env_switched_off("KITE_CUDA_FP8_DECODE_A16");
+constexpr int64_t kFp8A16Rows = 2;
+
 // FP8 / INT8 per channel: the per-token codes and scales made into `codes`, or, where the bulk
-// GEMV quantizes in-block, its source rows handed to it instead.
+// GEMV quantizes in-block, its source rows handed to it instead (FP8 with xq_a16: as its BF16
+// activations, where K is whole chunks and no input_scale applies).
 void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWeight& w,
                                      const bf16* xb, int64_t m, const ActivationCodes& codes,
                                      cudaStream_t stream) {
@@ -423,6 +432,8 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
     p.xq_src = xb;
     p.xq_in_scale = is;
     p.k_real = static_cast<int>(k);
+    p.xq_a16 = f == kFp8Ch && !is && k % kChunk == 0 &&
+               (g_dec_path == 5 || (g_dec_path == 0 && g_fp8_a16_auto && m == kFp8A16Rows));
   } else {
     launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, codes.q, codes.sx, stream);
   }

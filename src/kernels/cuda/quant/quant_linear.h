@@ -144,7 +144,9 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
 // 1 = M <= 8 always on the tensor-core kernel, 2 = always on the decode kernel, 3 = on the
 // bulk GEMV (the decode kernel for kFp8Block), which at M <= 2 quantizes FP8 / INT8
 // activations itself (KITE_CUDA_QGEMV_FUSED_QUANT=0: a separate kernel does), 4 = as 3 but
-// always with the separate activation kernel; kw > 0
+// always with the separate activation kernel, 5 = as 3 but FP8 per channel reads its BF16
+// activations there instead (W8A16, where K is whole 64-channel chunks and no input_scale
+// applies: what automatic mode does at two rows, KITE_CUDA_FP8_DECODE_A16=0 aside); kw > 0
 // forces the decode kernel's warps per 16-row tile (at most 16), u = 2 or 4 its chunks in flight
 // per warp (0: 4, FP8 block 2).
 void set_quant_decode_override(int path, int kw = 0, int u = 0);
