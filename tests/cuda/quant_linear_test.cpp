@@ -86,6 +86,21 @@ std::string describe(const Case& c) {
          (c.dec_path == 3 ? " bulk" : "");
 }
 
+// y [m, n] = x [m, k] · w [n, k]^T (+ bias [n]) with double sums: the reference of W8A16, where
+// the weight's dequantized values meet BF16 activations with no activation codes.
+Tensor dense_matmul(const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k,
+                    const Tensor* bias) {
+  Tensor y = Tensor::empty({m, n});
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t o = 0; o < n; ++o) {
+      double sum = bias ? bias->data<float>()[o] : 0.0;
+      for (int64_t i = 0; i < k; ++i)
+        sum += static_cast<double>(x.data<float>()[r * k + i]) * w.data<float>()[o * k + i];
+      y.data<float>()[r * n + o] = static_cast<float>(sum);
+    }
+  return y;
+}
+
 void run_case(const Case& c, std::mt19937& rng) {
   SCOPED_TRACE(describe(c));
   Tensor wf = random_host({c.n, c.k}, rng, -0.05f, 0.05f);
@@ -123,6 +138,10 @@ void run_case(const Case& c, std::mt19937& rng) {
   Tensor y = device_poisoned({c.m, c.n}, c.out);
   DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, c.m), 1));
   set_quant_decode_override(c.dec_path, c.dec_kw, c.dec_u);
+  // FP8 per channel from two rows on the bulk GEMV takes BF16 activations (W8A16): its reference
+  // is the dequantized weight times x, not the CPU op's W8A8.
+  if (quantized_linear_reads_bf16_activations(dw, c.m))
+    ref = dense_matmul(x, q.dequantize(), c.m, c.n, c.k, c.bias ? &b : nullptr);
   quantized_linear(test_blas(), dx, dw, c.bias ? &db : nullptr, y, ws.data(), ws.size_bytes(),
                    test_stream());
   set_quant_decode_override(0);
@@ -409,28 +428,20 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   set_w4_decode_rows(32);
 }
 
-// FP8 per channel at M <= 2 with BF16 activations (path 5, W8A16: the E4M3 codes and x turned
+// FP8 per channel at M <= 8 with BF16 activations (path 5, W8A16: the E4M3 codes and x turned
 // into f16 in the lanes, no activation quantization) against the host's dequantized weight
 // times x in double: within f32 rounding, while the W8A8 form (path 3) carries E4M3's
 // activation error, at least ten times larger, so the test fails if path 5 quantized x. An
 // activation of ~1e5, past f16's range, must come through (x is scaled into it). Plain (both
-// output dtypes) and gated. The automatic path takes W8A16 at two rows and W8A8 at one, bit for
-// bit. Where W8A16 does not apply (K not whole 64-channel chunks, input_scale), path 5 gives
+// output dtypes) and gated. The automatic path takes W8A16 from two rows and W8A8 at one, bit
+// for bit. Where W8A16 does not apply (K not whole 64-channel chunks, input_scale), path 5 gives
 // path 3's output bit for bit.
 TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
   auto rng = test_rng();
   auto matmul = [](const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k) {
-    Tensor y = Tensor::empty({m, n});
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t o = 0; o < n; ++o) {
-        double sum = 0.0;
-        for (int64_t i = 0; i < k; ++i)
-          sum += static_cast<double>(x.data<float>()[r * k + i]) * w.data<float>()[o * k + i];
-        y.data<float>()[r * n + o] = static_cast<float>(sum);
-      }
-    return y;
+    return dense_matmul(x, w, m, n, k, nullptr);
   };
-  for (int64_t m : {1, 2})
+  for (int64_t m : {1, 2, 4, 8})
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1024}, {512, 14336}}) {
       const QuantizedWeight q = quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
       const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
@@ -453,7 +464,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
         Tensor y0 = device_poisoned({m, n}, out);
         quantized_linear(test_blas(), dx, dw, nullptr, y0, ws.data(), ws.size_bytes(),
                          test_stream());
-        const Tensor a0 = download(y0), want0 = download(m == 2 ? y5 : y3);
+        const Tensor a0 = download(y0), want0 = download(m >= 2 ? y5 : y3);
         int64_t differ = 0;
         for (int64_t i = 0; i < m * n; ++i)
           differ += std::memcmp(a0.data<float>() + i, want0.data<float>() + i, 4) != 0;
@@ -466,7 +477,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
       }
     }
   // Gated: silu(x Wg^T) * (x Wu^T) in BF16.
-  for (int64_t m : {1, 2}) {
+  for (int64_t m : {1, 2, 8}) {
     const int64_t inter = 256, k = 2048;
     const QuantizedWeight q =
         quantize_fp8_per_channel(random_host({2 * inter, k}, rng, -0.05f, 0.05f));
@@ -495,6 +506,32 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
     // The BF16 output's rounding is most of both errors here (H200: 0.0018 against 0.0062).
     EXPECT_LE(e5, 3e-3) << "gated M=" << m;
     EXPECT_GE(e3, 2 * e5) << "gated M=" << m;
+  }
+  // The rule as the library states it: from two rows to the bulk GEMV's eight, FP8 per channel
+  // only, K whole 64-channel chunks, no input_scale.
+  {
+    auto up = [&](QuantFormat f, int64_t k, bool smooth) {
+      const Tensor w = random_host({64, k}, rng, -0.05f, 0.05f);
+      QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
+                                                            : quantize_fp8_per_channel(w);
+      if (smooth) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
+      return upload_quantized(q, test_stream());
+    };
+    const DeviceQuantizedWeight fp8 = up(QuantFormat::kFp8PerChannel, 512, false);
+    EXPECT_FALSE(quantized_linear_reads_bf16_activations(fp8, 1));
+    for (int64_t m = 2; m <= 8; ++m) EXPECT_TRUE(quantized_linear_reads_bf16_activations(fp8, m));
+    EXPECT_FALSE(quantized_linear_reads_bf16_activations(fp8, 9));
+    EXPECT_FALSE(
+        quantized_linear_reads_bf16_activations(up(QuantFormat::kFp8PerChannel, 1000, false), 2));
+    EXPECT_FALSE(
+        quantized_linear_reads_bf16_activations(up(QuantFormat::kFp8PerChannel, 512, true), 2));
+    EXPECT_FALSE(
+        quantized_linear_reads_bf16_activations(up(QuantFormat::kInt8PerChannel, 512, false), 2));
+    set_quant_decode_override(5);
+    EXPECT_TRUE(quantized_linear_reads_bf16_activations(fp8, 1));
+    set_quant_decode_override(3);
+    EXPECT_FALSE(quantized_linear_reads_bf16_activations(fp8, 2));
+    set_quant_decode_override(0);
   }
   // Not applicable: K = 1000 (not whole chunks) and input_scale fall back to the in-block
   // quantization, so path 5 equals path 3 exactly.

@@ -119,6 +119,12 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream);
+// Whether quantized_linear computes M rows of w from the BF16 activations as they are (W8A16:
+// FP8 per channel on the bulk GEMV from two to eight rows, K whole 64-channel chunks, no
+// input_scale; KITE_CUDA_FP8_DECODE_A16=0 turns it off) rather than from per-token activation
+// codes (W8A8). Its results then differ from ops::quantized_linear's by the activation codes'
+// rounding, which it does not have.
+bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m);
 // The same with the output features split into consecutive parts, each written to its own
 // [M, width_s] tensor (one dtype, 1 to 4 parts): q, k and v of one stacked weight, no copies.
 // Applies (quantized_split_applies) except on the cuBLASLt route (FP8 per channel, M > 16).
@@ -146,7 +152,7 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
 // activations itself (KITE_CUDA_QGEMV_FUSED_QUANT=0: a separate kernel does), 4 = as 3 but
 // always with the separate activation kernel, 5 = as 3 but FP8 per channel reads its BF16
 // activations there instead (W8A16, where K is whole 64-channel chunks and no input_scale
-// applies: what automatic mode does at two rows, KITE_CUDA_FP8_DECODE_A16=0 aside); kw > 0
+// applies: what automatic mode does from two rows, KITE_CUDA_FP8_DECODE_A16=0 aside); kw > 0
 // forces the decode kernel's warps per 16-row tile (at most 16), u = 2 or 4 its chunks in flight
 // per warp (0: 4, FP8 block 2).
 void set_quant_decode_override(int path, int kw = 0, int u = 0);
