@@ -118,7 +118,7 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
         DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
         struct V { const char* name; int path, kw, u; };
         std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
-        if (fi == 1) vs.push_back({"a16", 5, 0, 0});  // FP8 with BF16 activations (M <= 2)
+        if (fi == 1) vs.push_back({"a16", 5, 0, 0});  // FP8 with BF16 activations (W8A16)
         // The decode kernel's warps per tile and ring depth, INT4: at one row on every shape,
         // at every row count on the stacked gate_up.
         if (fi == 0 && (m == 1 || n == 28672))

@@ -136,8 +136,9 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 // out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
 // weight [2I, K], in one launch (no bias). Applies (quantized_silu_mul_applies) to FP8 / INT8
 // per channel at M <= 8 on the bulk GEMV with I % 8 == 0 (at M <= 2 quantizing the
-// activations in-block), and to INT4 on the decode kernel with I % 16 == 0 at M <= 8 and where
-// its lean form takes the linear past that (to 32 rows);
+// activations in-block; FP8 from two rows reading them as BF16, as quantized_linear does), and
+// to INT4 on the decode kernel with I % 16 == 0 at M <= 8 and where its lean form takes the
+// linear past that (to 32 rows);
 // KITE_CUDA_QGEMV_GATED=0 turns it off, KITE_CUDA_QGEMV_GATED_FQ=0 only FP8 / INT8 at M <= 2.
 // The workspace is quantized_linear_workspace_bytes(w, M).
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m);
