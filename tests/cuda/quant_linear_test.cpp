@@ -438,9 +438,6 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
 // path 3's output bit for bit.
 TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
   auto rng = test_rng();
-  auto matmul = [](const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k) {
-    return dense_matmul(x, w, m, n, k, nullptr);
-  };
   for (int64_t m : {1, 2, 4, 8})
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1024}, {512, 14336}}) {
       const QuantizedWeight q = quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
@@ -450,7 +447,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
       if (n == 300) x.data<float>()[(m - 1) * k + k / 5] = -1.0e5f;  // past f16's 65,504
       round_to(x, DType::kBF16);
       const Tensor dx = upload(x, DType::kBF16);
-      const Tensor ref = matmul(x, q.dequantize(), m, n, k);
+      const Tensor ref = dense_matmul(x, q.dequantize(), m, n, k, nullptr);
       DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
       for (DType out : {DType::kF32, DType::kBF16}) {
         Tensor y5 = device_poisoned({m, n}, out), y3 = device_poisoned({m, n}, out);
@@ -486,7 +483,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
     x.data<float>()[k / 3] = 300.0f;
     round_to(x, DType::kBF16);
     const Tensor dx = upload(x, DType::kBF16);
-    const Tensor both = matmul(x, q.dequantize(), m, 2 * inter, k);
+    const Tensor both = dense_matmul(x, q.dequantize(), m, 2 * inter, k, nullptr);
     Tensor ref = Tensor::empty({m, inter});
     for (int64_t r = 0; r < m; ++r)
       for (int64_t i = 0; i < inter; ++i) {
