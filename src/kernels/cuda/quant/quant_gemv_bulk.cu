@@ -403,12 +403,9 @@ void launch_bulk(const KParams& p, cudaStream_t stream) {
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
   if constexpr (F == kFp8Ch) {
-    if (p.xq_src && p.xq_a16) {  // W8A16: the BF16 rows are the kernel's x
-      KParams q = p;
-      q.x = p.xq_src;
-      q.ldx = p.k_real;
+    if (p.xq_a16) {  // W8A16: x is BF16
       launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, true>, grid, kThreads, G::kSmemBytes,
-                 stream, q);
+                 stream, p);
       KITE_CUDA_CHECK_LAUNCH();
       return;
     }

@@ -154,8 +154,8 @@ struct KParams {
   const bf16* xq_src;
   const float* xq_in_scale;  // input_scale or null
   int k_real;
-  // FP8 per channel with xq_src set: the bulk GEMV reads those BF16 rows as they are (W8A16:
-  // no activation codes or scale; k_real % 64 == 0, no input_scale).
+  // FP8 per channel on the bulk GEMV: x is BF16 [m, ldx], read as it is (W8A16: no activation
+  // codes or scales; ldx a whole number of chunks, no input_scale).
   int xq_a16;
 };
 

@@ -384,6 +384,22 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
   return bytes;
 }
 
+// FP8 per channel from two rows on the bulk GEMV (M <= 8) reads its activations as BF16
+// (W8A16) instead of quantizing them (in every block at two rows, by a kernel of its own past
+// that). Llama-3-8B FP8 decode steps with W8A16 against W8A8, H100: batch 2 3.32 against 3.63
+// ms, batch 4 3.42 against 3.81, batch 8 3.59 against 3.97; DeepSeek-V2-Lite 3-8 % less
+// (BENCHMARKS.md, run 29). At one row Llama-3-8B's step was 5 % slower with it (run 28), so
+// one row keeps W8A8. KITE_CUDA_FP8_DECODE_A16=0 keeps every row count on W8A8 (an A/B switch).
+const bool g_fp8_a16_auto = !env_switched_off("KITE_CUDA_FP8_DECODE_A16");
+constexpr int64_t kFp8A16MinRows = 2;
+
+bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m) {
+  const Fmt f = fmt_of(w.format);
+  if (f != kFp8Ch || w.input_scale.defined() || w.in_features % kChunk != 0 || !takes_bulk(f, m))
+    return false;
+  return g_dec_path == 5 || (g_dec_path == 0 && g_fp8_a16_auto && m >= kFp8A16MinRows);
+}
+
 namespace {
 
 // The weight's part of the kernel parameters, for M rows.
@@ -412,32 +428,17 @@ ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, in
   return codes;
 }
 
-// FP8 per channel from two rows on the bulk GEMV (M <= 8) reads its activations as BF16
-// (W8A16) instead of quantizing them (in every block at two rows, by a kernel of its own past
-// that). Llama-3-8B FP8 decode steps with W8A16 against W8A8, H100: batch 2 3.32 against 3.63
-// ms, batch 4 3.42 against 3.81, batch 8 3.59 against 3.97; DeepSeek-V2-Lite 3-8 % less
-// (BENCHMARKS.md, run 29). At one row Llama-3-8B's step was 5 % slower with it (run 28), so
-// one row keeps W8A8. KITE_CUDA_FP8_DECODE_A16=0 keeps every row count on W8A8 (an A/B switch).
-const bool g_fp8_a16_auto = !env_switched_off("KITE_CUDA_FP8_DECODE_A16");
-constexpr int64_t kFp8A16MinRows = 2;
-
-// Whether FP8 per channel reads BF16 activations for M rows (where K is whole chunks and no
-// input_scale applies; path 5 from one row).
-bool takes_fp8_a16(Fmt f, const float* input_scale, int64_t k, int64_t m) {
-  if (f != kFp8Ch || input_scale || k % kChunk != 0 || !takes_bulk(f, m)) return false;
-  return g_dec_path == 5 || (g_dec_path == 0 && g_fp8_a16_auto && m >= kFp8A16MinRows);
-}
-
-// FP8 / INT8 per channel: the per-token codes and scales made into `codes`, or, where the bulk
-// GEMV quantizes in-block or takes BF16 activations (xq_a16), its source rows handed to it.
+// FP8 / INT8 per channel: the per-token codes and scales made into `codes`; or, where the bulk
+// GEMV quantizes in-block, its source rows handed to it; or x itself where it reads BF16
+// activations (xq_a16).
 void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWeight& w,
                                      const bf16* xb, int64_t m, const ActivationCodes& codes,
                                      cudaStream_t stream) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
-  if (takes_fp8_a16(f, is, k, m)) {
-    p.xq_src = xb;
-    p.k_real = static_cast<int>(k);
+  if (quantized_linear_reads_bf16_activations(w, m)) {  // x as it is, no codes
+    p.x = xb;
+    p.ldx = static_cast<int>(k);
     p.xq_a16 = 1;
   } else if (fuses_act_quant(f, m, k, kp)) {
     p.xq_src = xb;
@@ -476,12 +477,6 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
                       cudaStream_t stream) {
   Tensor* ys[] = {&y};
   quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream);
-}
-
-bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m) {
-  return takes_fp8_a16(fmt_of(w.format),
-                       w.input_scale.defined() ? w.input_scale.data<float>() : nullptr,
-                       w.in_features, m);
 }
 
 bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs) {
