@@ -24,10 +24,13 @@ newer build-q/obj/w4_dequant.o $Q/w4_dequant.cu $Q/w4_dequant.h ||
   $NVCC $FLAGS -c $Q/w4_dequant.cu -o build-q/obj/w4_dequant.o
 newer build-q/obj/fp8_gemm_lt.o $Q/fp8_gemm_lt.cpp $Q/fp8_gemm_lt.h ||
   $CXX -c $Q/fp8_gemm_lt.cpp -o build-q/obj/fp8_gemm_lt.o
-newer build-q/obj/quant_linear_test.o tests/cuda/quant_linear_test.cpp $Q/quant_linear.h ||
-  $CXX -c tests/cuda/quant_linear_test.cpp -o build-q/obj/quant_linear_test.o
+TESTS="quant_linear_test quant_activation_forms_test quant_gated_split_test"
+for t in $TESTS; do
+  newer build-q/obj/$t.o tests/cuda/$t.cpp $Q/quant_linear.h ||
+    $CXX -c tests/cuda/$t.cpp -o build-q/obj/$t.o
+done
 newer build-q/obj/main.o tests/cuda/main.cpp || $CXX -c tests/cuda/main.cpp -o build-q/obj/main.o
-g++ -o build-q/quant_tests build-q/obj/quant_linear_test.o build-q/obj/main.o \
+g++ -o build-q/quant_tests $(for t in $TESTS; do echo build-q/obj/$t.o; done) build-q/obj/main.o \
   build-q/obj/quant_linear.o build-q/obj/quant_gemv_bulk.o build-q/obj/quant_weights.o \
   build-q/obj/quant_activation.o \
   build-q/obj/fp8_scale.o build-q/obj/fp8_gemm_lt.o build-q/obj/w4_dequant.o \
