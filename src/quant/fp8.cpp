@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/per_channel.h"
+#include "quant/activation_scale.h"
 #include "quant/fp8_codec.h"
+#include "quant/per_channel.h"
 #include "quant/quantized_weight.h"
 
 namespace kite {
@@ -60,9 +61,9 @@ void fake_quantize_fp8_rows(float* x, int64_t rows, int64_t cols, int64_t group)
       const int64_t n = std::min(group, cols - c0);
       float amax = 0.0f;
       for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float s = fp8_scale(amax);
+      const float s = activation_scale(amax, kFp8Max), inv = 1.0f / s;
       const float* lut = fp8e4m3_table();  // a round trip: an encode and a table read
-      for (int64_t i = 0; i < n; ++i) v[i] = lut[fp8e4m3_encode(v[i] / s)] * s;
+      for (int64_t i = 0; i < n; ++i) v[i] = lut[fp8e4m3_encode(v[i] * inv)] * s;
     }
   }
 }

@@ -1,8 +1,10 @@
 // INT8 per-channel weights and per-token dynamic INT8 activations (SmoothQuant's W8A8 with
-// symmetric quantization): scale = amax / 127, q = round-half-even(x / scale) in [-127, 127].
+// symmetric quantization): scale = amax / 127, q = round-half-even(x / scale) in [-127, 127]
+// (activations: quant/activation_scale.h).
 #include <algorithm>
 #include <cmath>
 
+#include "quant/activation_scale.h"
 #include "quant/per_channel.h"
 #include "quant/quantized_weight.h"
 
@@ -28,8 +30,8 @@ void fake_quantize_int8_rows(float* x, int64_t rows, int64_t cols) {
     float* v = x + r * cols;
     float amax = 0.0f;
     for (int64_t i = 0; i < cols; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float s = int8_scale(amax);
-    for (int64_t i = 0; i < cols; ++i) v[i] = static_cast<float>(to_int8(v[i] / s)) * s;
+    const float s = activation_scale(amax, 127.0f), inv = 1.0f / s;
+    for (int64_t i = 0; i < cols; ++i) v[i] = static_cast<float>(to_int8(v[i] * inv)) * s;
   }
 }
 

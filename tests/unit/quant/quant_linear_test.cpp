@@ -8,6 +8,7 @@
 #include "../kernels/kernel_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/quant_ops.h"
+#include "quant/activation_scale.h"
 #include "quant/quantized_weight.h"
 
 namespace kite {
@@ -18,7 +19,8 @@ using testing::random_tensor;
 
 double fp8_value(double v) { return fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(v))); }
 
-// Per-row (or per-group) activation quantization in double: returns the decoded values.
+// Per-row (or per-group) activation quantization in double: returns the decoded values. The
+// codes are of v * (1 / s) in fp32 (quant/activation_scale.h).
 std::vector<double> ref_act_fp8(const Tensor& x, int64_t group) {
   const int64_t m = x.size(0), k = x.size(1);
   std::vector<double> out(m * k);
@@ -28,10 +30,8 @@ std::vector<double> ref_act_fp8(const Tensor& x, int64_t group) {
       double amax = 0;
       for (int64_t i = c0; i < c1; ++i)
         amax = std::max(amax, std::fabs((double)x.f32()[r * k + i]));
-      const double s = static_cast<float>(amax) / 448.0f;
-      for (int64_t i = c0; i < c1; ++i)
-        out[r * k + i] =
-            fp8_value(x.f32()[r * k + i] / static_cast<float>(s)) * static_cast<float>(s);
+      const float s = static_cast<float>(amax) / 448.0f, inv = 1.0f / s;
+      for (int64_t i = c0; i < c1; ++i) out[r * k + i] = fp8_value(x.f32()[r * k + i] * inv) * s;
     }
   return out;
 }
@@ -118,9 +118,9 @@ TEST(QuantLinear, Int8WithInputScaleMatchesFloat64Reference) {
     double amax = 0;
     for (int64_t i = 0; i < k; ++i)
       amax = std::max(amax, std::fabs((double)(x.f32()[r * k + i] * inv_s.f32()[i])));
-    const float s = static_cast<float>(amax) / 127.0f;
+    const float s = static_cast<float>(amax) / 127.0f, inv = 1.0f / s;
     for (int64_t i = 0; i < k; ++i)
-      a[r * k + i] = std::nearbyint((x.f32()[r * k + i] * inv_s.f32()[i]) / s) * s;
+      a[r * k + i] = std::nearbyint((x.f32()[r * k + i] * inv_s.f32()[i]) * inv) * s;
   }
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < k; ++i) {
@@ -194,6 +194,30 @@ TEST(QuantLinear, StackedRowsEqualSeparateLinears) {
   ASSERT_TRUE(i4.ok());
   Tensor d = i4->dequantize(), da = quantize_int4_group(a, 128).dequantize();
   for (int64_t i = 0; i < da.numel(); ++i) ASSERT_EQ(d.f32()[i], da.f32()[i]);
+}
+
+// Activation rows whose largest magnitude is far below FLT_MIN * 448: the scale stops at FLT_MIN,
+// so 1 / scale stays finite and the zeros stay zeros (0 * inf would be NaN), and an all-zero row
+// keeps scale 1.
+TEST(QuantLinear, TinyActivationRowsStayFinite) {
+  EXPECT_EQ(activation_scale(0.0f, 448.0f), 1.0f);
+  EXPECT_EQ(activation_scale(1e-40f, 448.0f), kMinActivationScale);
+  EXPECT_EQ(activation_scale(448.0f, 448.0f), 1.0f);
+  for (const bool fp8 : {true, false}) {
+    std::vector<float> row = {0.0f, 1e-40f, -3e-41f, 0.0f, 2e-39f, 0.0f};
+    if (fp8)
+      fake_quantize_fp8_rows(row.data(), 1, 6, 6);
+    else
+      fake_quantize_int8_rows(row.data(), 1, 6);
+    for (size_t i = 0; i < row.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(row[i])) << (fp8 ? "fp8 " : "int8 ") << i;
+      EXPECT_LE(std::fabs(row[i]), 2.1e-39f);
+    }
+    EXPECT_EQ(row[0], 0.0f);
+    // FP8's subnormals keep the largest value (2e-39 / FLT_MIN = 0.17 codes to 0.171875);
+    // INT8 rounds it to 0.
+    if (fp8) EXPECT_GT(row[4], 0.0f);
+  }
 }
 
 TEST(QuantLinear, ValidateAndShapeChecksReject) {

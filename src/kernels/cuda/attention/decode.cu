@@ -163,12 +163,19 @@ __device__ __forceinline__ void combine_few(const KernelParams& p, int64_t row, 
       from_float<T>(valid ? a / l : __int_as_float(0x7fffffff));
 }
 
-template <typename T, bool FEW>
+// EARLY_NEXT: the next kernel may launch once this one's wait is over (the other small decode
+// kernels' rule, launch_pdl.cuh); else only as its blocks exit. Exit is the default: the GEMV
+// after the combine is o_proj, and an 8-bit bulk GEMV launched early streams its whole ring
+// (~17 MB, all of Llama-3-8B's FP8 o_proj) while the combine's L2 reads wait behind those
+// copies — the combine took 6.1 µs of a layer's critical path with an early o_proj and 2.4 with a
+// late one, o_proj 2.4 µs more (FP8 batch 1 1.2 % faster a step; BF16, W4A16 and FP8 batch 4
+// unchanged; BENCHMARKS.md, run 30). KITE_CUDA_COMBINE_LATE_TRIGGER=0 is the early form.
+template <typename T, bool FEW, bool EARLY_NEXT>
 __global__ void decode_combine_kernel(const KernelParams p) {
   __shared__ float weights[FEW ? 1 : kMaxSplits];
   __shared__ float scratch[32];
-  pdl_wait();  // launched early (PDL): the partials come from before; then the next may launch
-  pdl_trigger();
+  pdl_wait();  // launched early (PDL): the partials come from before
+  if constexpr (EARLY_NEXT) pdl_trigger();
   const int64_t row = blockIdx.x;
   if constexpr (FEW) {
     const int d = blockIdx.y * blockDim.x + threadIdx.x;
@@ -211,10 +218,13 @@ dim3 combine_grid(const KernelParams& p) {
 // The merge launch, in registers where decode_combine_few takes it.
 template <typename T>
 void launch_combine(const KernelParams& p, cudaStream_t stream) {
-  launch_pdl_if(pdl_for_small_kernels(),
-                decode_combine_few(p) ? decode_combine_kernel<T, true>
-                                      : decode_combine_kernel<T, false>,
-                combine_grid(p), kCombineThreads, 0, stream, p);
+  static const bool early_next = env_switched_off("KITE_CUDA_COMBINE_LATE_TRIGGER");
+  const bool few = decode_combine_few(p);
+  auto kernel =
+      early_next
+          ? (few ? decode_combine_kernel<T, true, true> : decode_combine_kernel<T, false, true>)
+          : (few ? decode_combine_kernel<T, true, false> : decode_combine_kernel<T, false, false>);
+  launch_pdl_if(pdl_for_small_kernels(), kernel, combine_grid(p), kCombineThreads, 0, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

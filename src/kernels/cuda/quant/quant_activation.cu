@@ -11,6 +11,7 @@
 #include "kernels/cuda/quant/quant_activation.h"
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
+#include "quant/activation_scale.h"
 
 namespace kite::cuda {
 namespace {
@@ -41,8 +42,8 @@ __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ld
   }
 }
 
-// Per-token (row) dynamic quantization, as fake_quantize_{fp8,int8}_rows: scale = amax / qmax
-// (1 for an all-zero row), code = encode(v / scale) (IEEE division, round to nearest even).
+// Per-token (row) dynamic quantization, as fake_quantize_{fp8,int8}_rows: scale and code as
+// quant/activation_scale.h defines them (encode(v * (1 / scale)), round to nearest even).
 // One block of 1024 threads per row; 16-byte loads when K % 8 == 0 (the second pass reads the
 // row again from L1).
 template <bool kInt8, bool kVec>
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(1024)
     }
   }
   amax = block_max(amax, scratch);
-  const float s = amax > 0.0f ? __fdiv_rn(amax, kInt8 ? 127.0f : 448.0f) : 1.0f;
+  const float s = activation_scale(amax, kInt8 ? 127.0f : 448.0f), inv = __frcp_rn(s);
   if constexpr (kVec) {  // k % 8 == 0 and ldq % 64 == 0: 8 codes (one 8-byte store) per step
     for (int64_t i = threadIdx.x * 8; i < ldq; i += blockDim.x * 8) {
       uint8_t c[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
           const float f = input_scaled(__bfloat162float(e[h]), is, i + h);
-          c[h] = encode8<kInt8>(__fdiv_rn(f, s));
+          c[h] = encode8<kInt8>(f * inv);
         }
       }
       uint2 packed;
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(1024)
       uint8_t c = 0;
       if (i < k) {
         const float v = input_scaled(__bfloat162float(xr[i]), is, i);
-        c = encode8<kInt8>(__fdiv_rn(v, s));
+        c = encode8<kInt8>(v * inv);
       }
       q[r * ldq + i] = c;
     }
@@ -118,13 +119,13 @@ __global__ void __launch_bounds__(256)
     amax = fmaxf(amax, fabsf(v));
   }
   amax = warp_max(amax);
-  const float s = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+  const float s = activation_scale(amax, 448.0f), inv = __frcp_rn(s);
   const int64_t end = gi == groups - 1 ? ldq : c1;  // the last group also zeroes the padding
   for (int64_t i = c0 + lane; i < end; i += 32) {
     uint8_t c = 0;
     if (i < k) {
       const float v = input_scaled(__bfloat162float(xr[i]), is, i);
-      c = encode8<false>(__fdiv_rn(v, s));
+      c = encode8<false>(v * inv);
     }
     q[r * ldq + i] = c;
   }

@@ -27,6 +27,7 @@
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
 #include "kernels/cuda/stream.h"
+#include "quant/activation_scale.h"
 
 namespace kite::cuda::quant_detail {
 namespace {
@@ -44,9 +45,9 @@ constexpr int kW4Pieces = 4;
 // with these; BENCHMARKS.md, run 6).
 // The consumers' in-block activation quantization (KParams::xq_src), the act_quant_token
 // kernel's arithmetic (quant_activation.cu) so the codes and scales are bit-identical: per row,
-// amax over all K (a max, so the order of the reduction does not matter), s = amax / qmax,
-// codes of v / s into xq [m, kpad] (zeros past k_real), s into xs [m]. Saves the separate
-// single-block quantization kernel before each FP8 / INT8 decode GEMV.
+// amax over all K (a max, so the order of the reduction does not matter), s and the codes as
+// quant/activation_scale.h defines them into xq [m, kpad] (zeros past k_real), s into xs [m]. Saves
+// the separate single-block quantization kernel before each FP8 / INT8 decode GEMV.
 template <bool kInt8>
 __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t* xq, float* xs,
                                         float* scratch) {
@@ -90,7 +91,7 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
     if (lane == 0) scratch[warp] = amax;
     consumers_sync(kN);
     amax = warp_max(scratch[lane % kWarps]);
-    const float s = amax > 0.0f ? __fdiv_rn(amax, kInt8 ? 127.0f : 448.0f) : 1.0f;
+    const float s = activation_scale(amax, kInt8 ? 127.0f : 448.0f), inv = __frcp_rn(s);
     auto encode = [&](int64_t i, const uint4& w) {
       uint32_t c[2] = {0, 0};
       if (i < p.k_real) {
@@ -98,7 +99,7 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
           const float f = input_scaled(__bfloat162float(e[h]), p.xq_in_scale, i + h);
-          c[h / 4] |= static_cast<uint32_t>(encode8<kInt8>(__fdiv_rn(f, s))) << (8 * (h % 4));
+          c[h / 4] |= static_cast<uint32_t>(encode8<kInt8>(f * inv)) << (8 * (h % 4));
         }
       }
       *reinterpret_cast<uint2*>(xq + r * kpad + i) = make_uint2(c[0], c[1]);
