@@ -229,13 +229,18 @@ try {
     await page.keyboard.press("Enter");
     // kite-tiny may finish 1500 tokens in a few seconds: against it, stop as soon as text shows;
     // the mock's reply takes 45 s, so there the panel is first seen counting it as running.
+    // Stop is clicked inside the page, in the same task as the check that the reply is still
+    // streaming: a Playwright click is several round trips to a browser that CI's parallel soak
+    // test can starve for seconds (it once passed its 3 s timeout after scrolling the button
+    // into view), while the reply may end meanwhile.
     await page.waitForFunction((needRunning) => {
       const all = document.querySelectorAll(".msg.assistant .text");
-      return all[all.length - 1].textContent.length > 40 &&
-        (!needRunning || Number(document.getElementById("v-running").textContent) >= 1);
+      const stop = document.getElementById("stop");
+      if (all[all.length - 1].textContent.length <= 40 || stop.disabled) return false;
+      if (needRunning && Number(document.getElementById("v-running").textContent) < 1) return false;
+      stop.click();
+      return true;
     }, !!server.mock, { timeout: 15000 });
-    assert.equal(await page.isEnabled("#stop"), true);
-    await page.click("#stop", { timeout: 3000 });
     await waitReplyDone(page, 5000);
     const len = (await lastReply(page)).text.length;
     await page.waitForTimeout(1200);
