@@ -13,6 +13,7 @@
 #include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/quant_ops.h"
 #include "quant/quantized_weight.h"
+#include "quant_test_util.h"
 
 namespace kite::cuda {
 namespace {
@@ -30,8 +31,7 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
       for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1000}, {512, 14336}, {64, 20000}})
         for (bool smooth : {false, true}) {
           Tensor w = random_host({n, k}, rng, -0.05f, 0.05f);
-          QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
-                                                                : quantize_fp8_per_channel(w);
+          QuantizedWeight q = quantize_as(f, w);
           if (smooth) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
           const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
           Tensor x = random_host({m, k}, rng);
@@ -41,19 +41,11 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
           DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
           for (DType out : {DType::kF32, DType::kBF16}) {
             Tensor y3 = device_poisoned({m, n}, out), y4 = device_poisoned({m, n}, out);
-            set_quant_decode_override(3);
-            quantized_linear(test_blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(),
-                             test_stream());
-            set_quant_decode_override(4);
-            quantized_linear(test_blas(), dx, dw, nullptr, y4, ws.data(), ws.size_bytes(),
-                             test_stream());
-            set_quant_decode_override(0);
-            const Tensor a = download(y3), b = download(y4);
-            int64_t differ = 0;
-            for (int64_t i = 0; i < m * n; ++i)
-              differ += !(a.data<float>()[i] == b.data<float>()[i]);  // NaN differs too
-            EXPECT_EQ(differ, 0) << quant_format_name(f) << " M=" << m << " N=" << n << " K=" << k
-                                 << (smooth ? " input_scale" : "");
+            quantized_linear_on_path(3, dx, dw, y3, ws);
+            quantized_linear_on_path(4, dx, dw, y4, ws);
+            EXPECT_EQ(count_unequal(download(y3), download(y4)), 0)
+                << quant_format_name(f) << " M=" << m << " N=" << n << " K=" << k
+                << (smooth ? " input_scale" : "");
           }
         }
 }
@@ -81,16 +73,10 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
       DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
       for (DType out : {DType::kF32, DType::kBF16}) {
         Tensor y5 = device_poisoned({m, n}, out), y3 = device_poisoned({m, n}, out);
-        set_quant_decode_override(5);
-        quantized_linear(test_blas(), dx, dw, nullptr, y5, ws.data(), ws.size_bytes(),
-                         test_stream());
-        set_quant_decode_override(3);
-        quantized_linear(test_blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(),
-                         test_stream());
-        set_quant_decode_override(0);
+        quantized_linear_on_path(5, dx, dw, y5, ws);
+        quantized_linear_on_path(3, dx, dw, y3, ws);
         Tensor y0 = device_poisoned({m, n}, out);
-        quantized_linear(test_blas(), dx, dw, nullptr, y0, ws.data(), ws.size_bytes(),
-                         test_stream());
+        quantized_linear_on_path(0, dx, dw, y0, ws);
         const Tensor a0 = download(y0), want0 = download(m >= 2 ? y5 : y3);
         int64_t differ = 0;
         for (int64_t i = 0; i < m * n; ++i)
@@ -113,14 +99,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
     x.data<float>()[k / 3] = 300.0f;
     round_to(x, DType::kBF16);
     const Tensor dx = upload(x, DType::kBF16);
-    const Tensor both = linear_ref(x, q.dequantize(), nullptr);
-    Tensor ref = Tensor::empty({m, inter});
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t i = 0; i < inter; ++i) {
-        const float g = both.data<float>()[r * 2 * inter + i];
-        const float u = both.data<float>()[r * 2 * inter + inter + i];
-        ref.data<float>()[r * inter + i] = g / (1.0f + std::exp(-g)) * u;
-      }
+    const Tensor ref = silu_mul_ref(linear_ref(x, q.dequantize(), nullptr), inter);
     DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
     Tensor y5 = device_poisoned({m, inter}, DType::kBF16);
     Tensor y3 = device_poisoned({m, inter}, DType::kBF16);
@@ -138,9 +117,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
   // only, K whole 64-channel chunks, no input_scale.
   {
     auto up = [&](QuantFormat f, int64_t k, bool smooth) {
-      const Tensor w = random_host({64, k}, rng, -0.05f, 0.05f);
-      QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
-                                                            : quantize_fp8_per_channel(w);
+      QuantizedWeight q = quantize_as(f, random_host({64, k}, rng, -0.05f, 0.05f));
       if (smooth) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
       return upload_quantized(q, test_stream());
     };
@@ -172,15 +149,10 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
     const Tensor dx = upload(x, DType::kBF16);
     DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
     Tensor y5 = device_poisoned({m, n}, DType::kF32), y3 = device_poisoned({m, n}, DType::kF32);
-    set_quant_decode_override(5);
-    quantized_linear(test_blas(), dx, dw, nullptr, y5, ws.data(), ws.size_bytes(), test_stream());
-    set_quant_decode_override(3);
-    quantized_linear(test_blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(), test_stream());
-    set_quant_decode_override(0);
-    const Tensor a = download(y5), b = download(y3);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < m * n; ++i) differ += !(a.data<float>()[i] == b.data<float>()[i]);
-    EXPECT_EQ(differ, 0) << (smooth ? "input_scale" : "K = 1000");
+    quantized_linear_on_path(5, dx, dw, y5, ws);
+    quantized_linear_on_path(3, dx, dw, y3, ws);
+    EXPECT_EQ(count_unequal(download(y5), download(y3)), 0)
+        << (smooth ? "input_scale" : "K = 1000");
   }
 }
 

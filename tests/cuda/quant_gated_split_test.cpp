@@ -13,6 +13,7 @@
 #include "kernels/cuda/quant/quant_linear.h"
 #include "kernels/quant_ops.h"
 #include "quant/quantized_weight.h"
+#include "quant_test_util.h"
 
 namespace kite::cuda {
 namespace {
@@ -35,9 +36,7 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
       for (int64_t m : {1, 2, 3, 4, 8, 9, 16, 21, 32, 40, 64}) {
         if (m > 8 && f != QuantFormat::kInt4Group) continue;
         Tensor w = random_host({2 * inter, k}, rng, -0.05f, 0.05f);
-        QuantizedWeight q = f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(w)
-                            : f == QuantFormat::kInt4Group    ? quantize_int4_group(w, 128)
-                                                              : quantize_fp8_per_channel(w);
+        QuantizedWeight q = quantize_as(f, w);
         if (m % 2 == 0) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
         const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
         ASSERT_TRUE(quantized_silu_mul_applies(dw, m));
@@ -50,15 +49,7 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
         quantized_linear(test_blas(), dx, dw, nullptr, both, ws.data(), ws.size_bytes(),
                          test_stream());
         quantized_linear_silu_mul(dx, dw, out, ws.data(), ws.size_bytes(), test_stream());
-        const Tensor y = download(both);
-        Tensor ref = Tensor::empty({m, inter});
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t i = 0; i < inter; ++i) {
-            const float g = y.data<float>()[r * 2 * inter + i];
-            const float u = y.data<float>()[r * 2 * inter + inter + i];
-            ref.data<float>()[r * inter + i] = g / (1.0f + std::exp(-g)) * u;
-          }
-        EXPECT_LE(rel_error(download(out), ref), 5e-3)
+        EXPECT_LE(rel_error(download(out), silu_mul_ref(download(both), inter)), 5e-3)
             << quant_format_name(f) << " M=" << m << " I=" << inter << " K=" << k;
       }
   set_w4_decode_rows(32);
@@ -117,14 +108,7 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
     for (int path : {1, 2, 3})
       for (int64_t m : {1, 5, 8, 16, 64}) {
         if (m == 64 && f != QuantFormat::kInt4Group) continue;  // the cuBLASLt routes: below
-        const QuantizedWeight q =
-            f == QuantFormat::kInt4Group
-                ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
-            : f == QuantFormat::kFp8Block
-                ? quantize_fp8_block(random_host({n, k}, rng, -0.05f, 0.05f), 128, 128)
-            : f == QuantFormat::kInt8PerChannel
-                ? quantize_int8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f))
-                : quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
+        const QuantizedWeight q = quantize_as(f, random_host({n, k}, rng, -0.05f, 0.05f));
         const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
         Tensor x = random_host({m, k}, rng);
         round_to(x, DType::kBF16);

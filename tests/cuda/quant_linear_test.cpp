@@ -6,10 +6,10 @@
 // The reference sees exactly the GPU's inputs: x is drawn, rounded to BF16, and the rounded
 // values are what the CPU op gets. Tolerances (relative L2 error over the output):
 //   * W8A8 (FP8/INT8 per channel, FP8 block): both sides quantize the activations with the
-//     same IEEE operations (x * input_scale, amax, amax / qmax, v / scale, round to nearest
-//     even), so the codes are bit-identical and the products of decoded values are exact; what
-//     differs is fp32 summation order and where the scales are multiplied in: ~1e-6. Bound
-//     1e-4 for F32 output (INT8 accumulates exactly in int32).
+//     same IEEE operations (x * input_scale, amax, amax / qmax, v * (1 / scale), round to nearest
+//     even; quant/activation_scale.h), so the codes are bit-identical and the products of decoded
+//     values are exact; what differs is fp32 summation order and where the scales are multiplied
+//     in: ~1e-6. Bound 1e-4 for F32 output (INT8 accumulates exactly in int32).
 //   * W4A16 without input_scale: (q - zero) is an exact BF16 integer, x is BF16, so every
 //     product is exact in the tensor core's fp32 accumulation and the group scale is applied in
 //     fp32: again only summation order. Bound 1e-4 for F32 output.
@@ -38,6 +38,7 @@
 #include "kernels/cuda/quant/fp8_gemm_lt.h"
 #include "kernels/quant_ops.h"
 #include "quant/quantized_weight.h"
+#include "quant_test_util.h"
 
 namespace kite::cuda {
 namespace {
@@ -89,22 +90,8 @@ std::string describe(const Case& c) {
 void run_case(const Case& c, std::mt19937& rng) {
   SCOPED_TRACE(describe(c));
   Tensor wf = random_host({c.n, c.k}, rng, -0.05f, 0.05f);
-  QuantizedWeight q;
-  switch (c.format) {
-    case QuantFormat::kFp8PerChannel:
-      q = quantize_fp8_per_channel(wf);
-      break;
-    case QuantFormat::kFp8Block:
-      q = quantize_fp8_block(wf, 128, 128);
-      break;
-    case QuantFormat::kInt8PerChannel:
-      q = quantize_int8_per_channel(wf);
-      break;
-    case QuantFormat::kInt4Group:
-      q = quantize_int4_group(wf, 128);
-      if (c.act_order) q = with_act_order(q, rng);
-      break;
-  }
+  QuantizedWeight q = quantize_as(c.format, wf);
+  if (c.format == QuantFormat::kInt4Group && c.act_order) q = with_act_order(q, rng);
   if (c.input_scale) q.input_scale = random_host({c.k}, rng, 0.25f, 4.0f);
   ASSERT_TRUE(q.validate().ok()) << q.validate().message();
   // Activations with a few outliers per row, as real ones have (they set the W8A8 scales).
@@ -299,11 +286,7 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
                         QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
     for (int64_t m : {1, 4, 8}) {
       const int64_t n = 300, k = 1000;
-      const QuantizedWeight q =
-          f == QuantFormat::kInt4Group     ? quantize_int4_group(random_host({n, k}, rng, -0.05f, 0.05f), 128)
-          : f == QuantFormat::kFp8Block    ? quantize_fp8_block(random_host({n, k}, rng, -0.05f, 0.05f), 128, 128)
-          : f == QuantFormat::kInt8PerChannel ? quantize_int8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f))
-                                           : quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
+      const QuantizedWeight q = quantize_as(f, random_host({n, k}, rng, -0.05f, 0.05f));
       const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
       Tensor x = random_host({m, k}, rng);
       round_to(x, DType::kBF16);
@@ -311,13 +294,9 @@ TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
       DeviceBuffer ws(quantized_linear_workspace_bytes(dw, m));
       Tensor y1 = device_poisoned({m, n}, DType::kF32), y2 = device_poisoned({m, n}, DType::kF32);
       Tensor y3 = device_poisoned({m, n}, DType::kF32);
-      set_quant_decode_override(2);
-      quantized_linear(test_blas(), dx, dw, nullptr, y1, ws.data(), ws.size_bytes(), test_stream());
-      set_quant_decode_override(1);
-      quantized_linear(test_blas(), dx, dw, nullptr, y2, ws.data(), ws.size_bytes(), test_stream());
-      set_quant_decode_override(3);
-      quantized_linear(test_blas(), dx, dw, nullptr, y3, ws.data(), ws.size_bytes(), test_stream());
-      set_quant_decode_override(0);
+      quantized_linear_on_path(2, dx, dw, y1, ws);
+      quantized_linear_on_path(1, dx, dw, y2, ws);
+      quantized_linear_on_path(3, dx, dw, y3, ws);
       KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
       const Tensor mma = download(y2);
       const double err = rel_error(download(y1), mma), err_bulk = rel_error(download(y3), mma);
