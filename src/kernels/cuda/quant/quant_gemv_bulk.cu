@@ -18,6 +18,8 @@
 // distinct banks.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/bulk_copy.cuh"
@@ -170,10 +172,15 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   __syncthreads();
 
   if (warp == kWarps) {  // the producer: codes are never written by an earlier kernel, so their
-    // stream starts before pdl_wait (while the kernel that writes x still runs).
+    // stream starts before pdl_wait (while the kernel that writes x still runs) — but only its
+    // first p.prewait_stages stages: a whole ring a block (~17 MB over the SMs for Llama-3-8B's
+    // o_proj) copied while the kernel before still runs slows that kernel's own reads by more
+    // than the early start saves (8-bit batch 1 0.3-1.5 % faster with one stage; BENCHMARKS.md
+    // run 31).
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
       for (int item = 0; item < items; ++item) {
+        if (item == p.prewait_stages && item > 0) pdl_wait();
         const int s = ring_slot_to_fill<kStages>(empty, item);
         const int tile = blockIdx.x + (item / spt) * gridDim.x;
         const int c0 = (item % spt) * G::kStageChunks;
@@ -378,9 +385,22 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   }
 }
 
+// KITE_CUDA_QBULK_PRE_WAIT=N: the 8-bit bulk GEMV's producer copies N ring stages before
+// pdl_wait (default 1; 0: the whole ring, the form before run 31).
+int qbulk_prewait_stages() {
+  static const int stages = [] {
+    const char* v = std::getenv("KITE_CUDA_QBULK_PRE_WAIT");
+    return v != nullptr ? std::max(0, std::atoi(v)) : 1;
+  }();
+  return stages;
+}
+
 template <int F, typename TOut, bool GATED>
-void launch_bulk(const KParams& p, cudaStream_t stream) {
+void launch_bulk(const KParams& args, cudaStream_t stream) {
   static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
+  KParams p = args;
+  p.prewait_stages = F == kW4 ? 0 : qbulk_prewait_stages();  // W4 (never routed here by
+  // default: the lean decode kernel takes it) keeps its whole ring
   using G = Geometry<F>;
   // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
   constexpr int kFusedExtra = 8 * 4 + kWarps * 4;

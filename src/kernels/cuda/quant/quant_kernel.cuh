@@ -157,6 +157,8 @@ struct KParams {
   // FP8 per channel on the bulk GEMV: x is BF16 [m, ldx], read as it is (W8A16: no activation
   // codes or scales; ldx a whole number of chunks, no input_scale).
   int xq_a16;
+  // 8-bit bulk GEMV: the ring stages its producer copies before pdl_wait (0: the whole ring).
+  int prewait_stages;
 };
 
 // The group (W4) or scale column (FP8 block) of 64-channel chunk c >= 0: a shift when
