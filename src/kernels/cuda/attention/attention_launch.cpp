@@ -161,8 +161,7 @@ bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared) {
 namespace kite::cuda::attention {
 
 int64_t min_keys_per_split_from_env(const char* env, int64_t tile) {
-  const char* v = std::getenv(env);
-  const long long n = v ? std::atoll(v) : 0;
+  const long long n = env_number(env, 0);
   return n >= tile ? static_cast<int64_t>(n) : tile;
 }
 

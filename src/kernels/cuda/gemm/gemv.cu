@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm/dot_bf16.cuh"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/gemv_out.cuh"
@@ -98,10 +99,7 @@ GemvKernel kernel_from_env() {
 GemvKernel g_kernel = kernel_from_env();
 
 int64_t bulk_min_bytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("KITE_CUDA_GEMV_BULK_MIN");
-    return v ? static_cast<int64_t>(std::atoll(v)) : kGemvBulkMinBytes;
-  }();
+  static const int64_t bytes = env_number("KITE_CUDA_GEMV_BULK_MIN", kGemvBulkMinBytes);
   return bytes;
 }
 
@@ -144,8 +142,7 @@ GemvKernel gemv_kernel() { return g_kernel; }
 
 namespace {
 int64_t rows_from_env() {
-  const char* v = std::getenv("KITE_CUDA_GEMV_ROWS");
-  const int64_t r = v ? std::atoll(v) : 0;
+  const int64_t r = env_number("KITE_CUDA_GEMV_ROWS", 0);
   return r >= 1 && r <= kGemvMaxRows ? r : 0;
 }
 int64_t g_gemv_rows = rows_from_env();  // 0: the rule (gemv.h)

@@ -19,12 +19,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
@@ -388,10 +388,8 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
 // KITE_CUDA_QBULK_PRE_WAIT=N: the 8-bit bulk GEMV's producer copies N ring stages before
 // pdl_wait (default 1; 0: the whole ring, the form before run 31).
 int qbulk_prewait_stages() {
-  static const int stages = [] {
-    const char* v = std::getenv("KITE_CUDA_QBULK_PRE_WAIT");
-    return v != nullptr ? std::max(0, std::atoi(v)) : 1;
-  }();
+  static const int stages =
+      static_cast<int>(std::max(0LL, env_number("KITE_CUDA_QBULK_PRE_WAIT", 1)));
   return stages;
 }
 
