@@ -173,10 +173,10 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
 
   if (warp == kWarps) {  // the producer: codes are never written by an earlier kernel, so their
     // stream starts before pdl_wait (while the kernel that writes x still runs) — but only its
-    // first p.prewait_stages stages: a whole ring a block (~17 MB over the SMs for Llama-3-8B's
-    // o_proj) copied while the kernel before still runs slows that kernel's own reads by more
-    // than the early start saves (8-bit batch 1 0.3-1.5 % faster with one stage; BENCHMARKS.md
-    // run 31).
+    // first p.prewait_stages stages. A whole ring a block (~17 MB over the SMs for Llama-3-8B's
+    // o_proj) copied while the kernel before still runs competes with that kernel's own reads:
+    // with one stage, 8-bit batch 1 was 0.4-1.6 % faster, larger batches unchanged
+    // (BENCHMARKS.md run 31; run 30 showed the contention on the split combine).
     if (lane == 0) {
       const uint64_t policy = l2_evict_first_policy();
       for (int item = 0; item < items; ++item) {
@@ -396,9 +396,10 @@ int qbulk_prewait_stages() {
 template <int F, typename TOut, bool GATED>
 void launch_bulk(const KParams& args, cudaStream_t stream) {
   static_assert(F == kW4 || F == kFp8Ch || F == kI8Ch, "no bulk GEMV for FP8 block weights");
+  // The 8-bit formats stream prewait_stages stages before pdl_wait; W4 (here only when forced:
+  // the lean decode kernel takes it) keeps its whole ring, the form measured for it.
   KParams p = args;
-  p.prewait_stages = F == kW4 ? 0 : qbulk_prewait_stages();  // W4 (never routed here by
-  // default: the lean decode kernel takes it) keeps its whole ring
+  p.prewait_stages = F == kW4 ? 0 : qbulk_prewait_stages();
   using G = Geometry<F>;
   // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
   constexpr int kFusedExtra = 8 * 4 + kWarps * 4;
