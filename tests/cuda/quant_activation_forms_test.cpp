@@ -3,7 +3,6 @@
 // activations (W8A16) against the host's dequantized weight.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <random>
 #include <utility>

@@ -3,7 +3,6 @@
 // the plain quantized linear.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <random>
 #include <utility>

@@ -1,12 +1,11 @@
 // What the CUDA quantized-linear tests share: a weight quantized into a format by its default
 // geometry, one op run on a forced decode path, an element-wise equality count, and the gated
-// MLP's host reference.
+// MLP's host reference through the CPU op.
 #pragma once
-
-#include <cmath>
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/quant/quant_linear.h"
+#include "kernels/ops.h"
 #include "quant/quantized_weight.h"
 
 namespace kite::cuda::testing {
@@ -41,17 +40,11 @@ inline int64_t count_unequal(const Tensor& a, const Tensor& b) {
   return differ;
 }
 
-// silu(gate) * up from a gated MLP's F32 [m, 2 * inter] output (gate columns, then up), in the
-// form the CPU op and torch evaluate: g / (1 + exp(-g)) * u.
+// silu(gate) * up from a gated MLP's F32 [m, 2 * inter] output (gate columns, then up): the
+// CPU op (ops::silu_mul).
 inline Tensor silu_mul_ref(const Tensor& both, int64_t inter) {
-  const int64_t m = both.size(0);
-  Tensor ref = Tensor::empty({m, inter});
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t i = 0; i < inter; ++i) {
-      const float g = both.data<float>()[r * 2 * inter + i];
-      const float u = both.data<float>()[r * 2 * inter + inter + i];
-      ref.data<float>()[r * inter + i] = g / (1.0f + std::exp(-g)) * u;
-    }
+  Tensor ref = Tensor::empty({both.size(0), inter});
+  ops::silu_mul(both, ref);
   return ref;
 }
 
