@@ -85,6 +85,13 @@ void Backend::rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, fl
   copy_columns(part, 0, x, 0, width);
 }
 
+void Backend::rope_cache_attention(Tensor& q, Tensor& k, const Tensor& v, Tensor& k_cache,
+                                   Tensor& v_cache, int64_t rot_dim, ops::RopeStyle style,
+                                   float scale, Tensor& out) {
+  rope_and_cache(&q, 0, k, 0, &v, k_cache, &v_cache, rot_dim, style);
+  attention(q, k_cache, v_cache, scale, out);
+}
+
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& out) {
   const int64_t m = x.numel() / gate_up.size(1);
   Tensor both = empty({m, gate_up.size(0)}, out.dtype());

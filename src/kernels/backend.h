@@ -204,6 +204,13 @@ class Backend {
   // Paged causal attention over the step's sequences (v_cache may be k_cache: MLA).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                          Tensor& out) = 0;
+  // The GQA attention step: rope_and_cache(&q, 0, k, 0, &v, k_cache, &v_cache, rot_dim, style),
+  // then attention(q, k_cache, v_cache, scale, out). The default runs the two; a backend may do
+  // both in one pass (CUDA at decode steps: the attention kernel rotates q and k itself), so
+  // afterwards q's and k's contents are unspecified.
+  virtual void rope_cache_attention(Tensor& q, Tensor& k, const Tensor& v, Tensor& k_cache,
+                                    Tensor& v_cache, int64_t rot_dim, ops::RopeStyle style,
+                                    float scale, Tensor& out);
   // out[i] = x[rows[i]] (rows: I32 from index()).
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out[rows[i]] += weights[i] * y[i], in order of i (rows I32, weights F32, from index() and

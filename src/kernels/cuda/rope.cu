@@ -22,6 +22,7 @@
 #include "kernels/cuda/gemm/head_gemv.cuh"
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/cuda/launch_pdl.cuh"
+#include "kernels/cuda/rope_pair.cuh"
 
 namespace kite::cuda {
 namespace {
@@ -138,8 +139,9 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
       const float b = args.interleaved ? s[2 * i + 1] : s[i + half];
       T* dst = tg.out ? tg.out + (token * tg.heads + head0 + h) * tg.out_dim + tg.out_rot_offset
                       : x + h * tg.dim + tg.rot_offset;
-      dst[i] = from_float<T>(a * cos[i] - b * sin[i]);
-      dst[i + half] = from_float<T>(b * cos[i] + a * sin[i]);
+      const float2 r = rotate_pair(a, b, cos[i], sin[i]);
+      dst[i] = from_float<T>(r.x);
+      dst[i + half] = from_float<T>(r.y);
     }
   }
   if (tg.cache == nullptr && tg.cache8 == nullptr) return;

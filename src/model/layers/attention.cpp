@@ -33,9 +33,8 @@ Tensor GqaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& k_
   Tensor q = qkv[0].view({t, num_heads_, head_dim_});
   Tensor k = qkv[1].view({t, num_kv_heads_, head_dim_});
   Tensor v = qkv[2].view({t, num_kv_heads_, head_dim_});
-  be.rope_and_cache(&q, 0, k, 0, &v, k_cache, &v_cache, head_dim_, ops::RopeStyle::kNeox);
   Tensor out = be.empty({t, num_heads_, head_dim_});
-  be.attention(q, k_cache, v_cache, scale_, out);
+  be.rope_cache_attention(q, k, v, k_cache, v_cache, head_dim_, ops::RopeStyle::kNeox, scale_, out);
   return o_proj_(be, out.view({t, num_heads_ * head_dim_}));
 }
 

@@ -43,6 +43,17 @@ struct KernelParams {
   // block_tables: the step's upload) come from before that kernel; so the tensor-core decode
   // kernels read them and load a first tile of only older keys before pdl_wait.
   bool decode_step = false;
+  // Decode with the step's rope and cache write inside (paged_decode_attention's DecodeRope;
+  // rope_k null: none). q holds the step's queries unrotated; rope_k / rope_v [T, kv_heads, D]
+  // its keys (unrotated) and values; cos / sin [T, D / 2] (neox style, the whole head dim);
+  // each sequence's last key is its own, stored at rope_slots[s] (skipped outside
+  // [0, num_slots)).
+  const void* rope_k = nullptr;  // BF16
+  const void* rope_v = nullptr;
+  const float* rope_cos = nullptr;
+  const float* rope_sin = nullptr;
+  const int64_t* rope_slots = nullptr;
+  int64_t num_slots = 0;
 };
 
 // Head dims (qk, v) the tensor-core GQA kernels (decode_mma.cu, prefill_mma.cu) are built
@@ -54,6 +65,12 @@ inline bool mma_covers_head_dims(int64_t dqk, int64_t dv) {
   for (const auto& d : kMmaHeadDims)
     if (d[0] == dqk && d[1] == dv) return true;
   return false;
+}
+
+// Head dims the fused decode rope (KernelParams::rope_k, decode_mma.cu) is built for: BF16
+// caches, qk == v, a rotary pair or value pair a thread.
+inline bool decode_rope_dims(int64_t dqk, int64_t dv, bool kv_fp8) {
+  return !kv_fp8 && dqk == dv && (dqk == 64 || dqk == 128);
 }
 
 // Checks one call (op = "paged_decode_attention" or "paged_prefill_attention") and fills the

@@ -257,14 +257,66 @@ void launch_decode_combine(const KernelParams& p, cudaStream_t stream) {
 }
 }  // namespace attention
 
+bool decode_rope_covered(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache) {
+  return q.dtype() == DType::kBF16 && k_cache.dtype() == DType::kBF16 &&
+         v_cache.dtype() == DType::kBF16 && v_cache.raw() != k_cache.raw() && q.dim() == 3 &&
+         k_cache.dim() == 4 && v_cache.dim() == 4 &&
+         attention::decode_rope_dims(q.size(2), v_cache.size(3), false) &&
+         k_cache.size(3) == q.size(2);
+}
+
+namespace {
+
+// The DecodeRope of a call: its tensors' shapes, into p's rope fields.
+void describe_rope(const DecodeRope& r, const Tensor& q, const Tensor& k_cache,
+                   const Tensor& v_cache, const Tensor& out, KernelParams& p) {
+  constexpr const char* kOp = "paged_decode_attention";
+  KITE_CUDA_OP_CHECK(decode_rope_covered(q, k_cache, v_cache), kOp,
+                     "the fused rope needs BF16 q and separate BF16 caches of head dims (64, 64) "
+                     "or (128, 128)");
+  KITE_CUDA_OP_CHECK(r.k && r.v && r.cos && r.sin && r.slots, kOp,
+                     "the fused rope needs k, v, cos, sin and slots");
+  const int64_t t = q.size(0), d = q.size(2);
+  const Shape rows{t, k_cache.size(2), d};
+  check_device(*r.k, DType::kBF16, kOp, "rope k");
+  check_device(*r.v, DType::kBF16, kOp, "rope v");
+  KITE_CUDA_OP_CHECK(r.k->shape() == rows && r.v->shape() == rows, kOp,
+                     "rope k " + shape_to_string(r.k->shape()) + " and v " +
+                         shape_to_string(r.v->shape()) + " must be " + shape_to_string(rows));
+  for (const Tensor* cs : {r.cos, r.sin}) {
+    check_device(*cs, DType::kF32, kOp, "rope cos/sin");
+    KITE_CUDA_OP_CHECK(cs->dim() == 2 && cs->size(0) == t && cs->size(1) == d / 2, kOp,
+                       "rope cos/sin " + shape_to_string(cs->shape()) + " must be [" +
+                           std::to_string(t) + ", " + std::to_string(d / 2) + "]");
+  }
+  check_device(*r.slots, DType::kI64, kOp, "rope slots");
+  KITE_CUDA_OP_CHECK(
+      r.slots->numel() == t, kOp,
+      "rope slots need one entry per query, got " + std::to_string(r.slots->numel()));
+  for (const Tensor* x : {r.k, r.v})
+    KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x->raw()) % 4 == 0 && !bytes_overlap(*x, out) &&
+                           !bytes_overlap(*x, k_cache) && !bytes_overlap(*x, v_cache),
+                       kOp, "rope k / v must be 4-byte aligned, apart from out and the caches");
+  p.rope_k = r.k->raw();
+  p.rope_v = r.v->raw();
+  p.rope_cos = static_cast<const float*>(r.cos->raw());
+  p.rope_sin = static_cast<const float*>(r.sin->raw());
+  p.rope_slots = static_cast<const int64_t*>(r.slots->raw());
+  p.num_slots = k_cache.size(0) * k_cache.size(1);
+}
+
+}  // namespace
+
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const PagedAttentionArgs& args, AttentionWorkspace& workspace,
-                            Tensor& out, cudaStream_t stream) {
+                            Tensor& out, cudaStream_t stream, const DecodeRope* rope) {
   KernelParams p = attention::check_and_describe("paged_decode_attention", q, k_cache, v_cache,
                                                  args, out, /*decode=*/true);
+  if (rope) describe_rope(*rope, q, k_cache, v_cache, out, p);
   if (p.num_seqs == 0 || p.num_heads == 0) return;
-  if (attention::try_decode_mla(p, args, workspace, stream)) return;
+  if (!rope && attention::try_decode_mla(p, args, workspace, stream)) return;
   if (attention::try_decode_mma(p, args, workspace, stream)) return;
+  KITE_CUDA_OP_CHECK(!rope, "paged_decode_attention", "no kernel took the fused rope");
   KITE_CUDA_OP_CHECK(!p.kv_fp8, "paged_decode_attention",
                      "FP8 caches need a tensor-core decode kernel for head dims (" +
                          std::to_string(p.head_dim_qk) + ", " + std::to_string(p.head_dim_v) + ")");

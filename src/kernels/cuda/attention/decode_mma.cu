@@ -15,6 +15,13 @@
 // the codes it needs straight into fp16 fragments (fp8_raw_tile.cuh: exact, one cvt per two
 // codes, no scale); q (times the softmax scale) and p are fp16 too, the MMAs fp16, and
 // k_scale / v_scale are applied to the scores and the output in fp32.
+//
+// ROPE (BF16 caches, DQK == DV, neox style over the whole head; KernelParams::rope_k): the
+// kernel also does the step's rope and cache write, one launch fewer a layer. Every block
+// rotates its q rows in shared memory; the block(s) whose split holds a sequence's last key
+// (the step's own) rotate that key, store it and the value at the step's slot, and put both
+// into their tile's row in place of what the slot held. rotate_pair and the bf16 rounding are
+// rope.cu's, so the result is the same bits as rope_and_cache followed by this kernel.
 #include <algorithm>
 #include <cmath>
 
@@ -23,6 +30,7 @@
 #include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch_pdl.cuh"
+#include "kernels/cuda/rope_pair.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace kite::cuda::attention {
@@ -62,11 +70,22 @@ struct DecodeLayout {
   static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
 };
 
-// KVF8: the caches are FP8 (p.kv_fp8), a separate instantiation.
-template <int DQK, int DV, bool KVF8>
+// The address of value d of row `row` in a swizzled tile of D-wide bf16 rows.
+template <int D>
+__device__ __forceinline__ bf16* tile_value(char* tile, int row, int d) {
+  return reinterpret_cast<bf16*>(tile + swz<D>(row, d / 8)) + d % 8;
+}
+
+// KVF8: the caches are FP8 (p.kv_fp8), a separate instantiation. ROPE: p.rope_k is set (the
+// step's rope and cache write in this kernel; see the top).
+template <int DQK, int DV, bool KVF8, bool ROPE>
 __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
   using L = DecodeLayout<DQK, DV, KVF8>;
+  // A thread holds one rotary pair (dims i, i + DQK / 2) of the new key, or one value pair.
+  constexpr int kHalf = DQK / 2;
+  static_assert(!ROPE || (!KVF8 && DQK == DV && kThreads % kHalf == 0 && DQK <= kThreads),
+                "the fused rope takes BF16 caches and one rotary pair or value pair a thread");
   extern __shared__ __align__(128) char smem[];
   // Launched early (PDL): q and the step's own key come from the kernel before; then the next
   // may launch. Decode waits further down, after its first tile of only older keys is in
@@ -95,6 +114,19 @@ __global__ void __launch_bounds__(kThreads)
       k_end > k_begin ? static_cast<int>((k_end - k_begin + kBlockN - 1) / kBlockN) : 0;
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   char* sq = smem;
+  // ROPE: this thread's pair i = tid % kHalf (the same for each q pair it rotates, as kThreads
+  // is a multiple of kHalf). cos / sin and the slots are the step's upload, like seq_lens.
+  [[maybe_unused]] float rc = 0.0f, rs = 0.0f;
+  [[maybe_unused]] int64_t new_slot = -1;
+  // Whether this block's keys hold the sequence's last (block-uniform), and where in its tiles.
+  [[maybe_unused]] const bool owns_new = ROPE && len > 0 && len - 1 >= k_begin && len - 1 < k_end;
+  [[maybe_unused]] const int new_tile = static_cast<int>((len - 1 - k_begin) / kBlockN);
+  [[maybe_unused]] const int new_row = static_cast<int>((len - 1 - k_begin) % kBlockN);
+  if constexpr (ROPE) {
+    rc = p.rope_cos[int64_t{seq} * kHalf + tid % kHalf];
+    rs = p.rope_sin[int64_t{seq} * kHalf + tid % kHalf];
+    if (owns_new && hb == 0) new_slot = p.rope_slots[seq];
+  }
   // Stage i (of L::kStages) starts at smem + kQBytes + i * kStageBytes (computed, not an
   // array: a run-time index into a local array would put it on the stack).
   char* const stages = smem + L::kQBytes;
@@ -148,6 +180,39 @@ __global__ void __launch_bounds__(kThreads)
     if (n_tiles > 0 && !tile_before_wait) ok = load_stage(0, stages);
     cp_async_commit();
   }
+  // ROPE: the new key's rotary pair (threads below kHalf) or a value pair (the next DV / 2), read
+  // once q's and the first tile's copies are in flight, rotated and rounded as rope.cu does, then
+  // stored at the step's slot (hb 0 only: other head blocks of the kv head hold the same pair) and
+  // kept for the tile row (below).
+  [[maybe_unused]] bf16 new_a = bf16{}, new_b = bf16{};
+  if constexpr (ROPE) {
+    if (owns_new && tid < kHalf + DV / 2) {
+      const int64_t row = int64_t{seq} * p.num_kv_heads + kv_head;
+      if (tid < kHalf) {
+        const bf16* k = static_cast<const bf16*>(p.rope_k) + row * DQK;
+        const float2 r = rotate_pair(to_float(k[tid]), to_float(k[tid + kHalf]), rc, rs);
+        new_a = from_float<bf16>(r.x);
+        new_b = from_float<bf16>(r.y);
+      } else {
+        const bf16* v = static_cast<const bf16*>(p.rope_v) + row * DV + 2 * (tid - kHalf);
+        new_a = v[0];
+        new_b = v[1];
+      }
+      if (new_slot >= 0 && new_slot < p.num_slots) {
+        if (tid < kHalf) {
+          bf16* dst = static_cast<bf16*>(const_cast<void*>(p.k_cache)) +
+                      new_slot * p.k_slot_stride + kv_head * p.k_head_stride;
+          dst[tid] = new_a;
+          dst[tid + kHalf] = new_b;
+        } else {
+          bf16* dst = static_cast<bf16*>(const_cast<void*>(p.v_cache)) +
+                      new_slot * p.v_slot_stride + kv_head * p.v_head_stride + 2 * (tid - kHalf);
+          dst[0] = new_a;
+          dst[1] = new_b;
+        }
+      }
+    }
+  }
 
   uint32_t qf[DQK / 16][4];
   float o[DV / 8][4] = {};
@@ -159,6 +224,17 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     cp_async_wait<0>();
     __syncthreads();
+    if constexpr (ROPE) {  // q's rows, rotated in place (pair tid % kHalf of each row)
+      for (int idx = tid; idx < heads_here * kHalf; idx += kThreads) {
+        const int row = idx / kHalf, i = idx % kHalf;
+        bf16* a = tile_value<DQK>(sq, row, i);
+        bf16* b = tile_value<DQK>(sq, row, i + kHalf);
+        const float2 r = rotate_pair(to_float(*a), to_float(*b), rc, rs);
+        *a = from_float<bf16>(r.x);
+        *b = from_float<bf16>(r.y);
+      }
+      __syncthreads();
+    }
     const uint32_t sq_addr = smem_addr(sq);
 #pragma unroll
     for (int kk = 0; kk < DQK / 16; ++kk)
@@ -183,7 +259,21 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_wait<0>();
       __syncthreads();
     }
-    const char* const stage = stages + (j % L::kStages) * L::kStageBytes;
+    char* const stage = stages + (j % L::kStages) * L::kStageBytes;
+    if constexpr (ROPE) {
+      // The step's own key and value replace what the tile copied from the slot (stale: this
+      // kernel stores them, above, without waiting for its own stores).
+      if (owns_new && j == new_tile) {
+        if (tid < kHalf) {
+          *tile_value<DQK>(stage, new_row, tid) = new_a;
+          *tile_value<DQK>(stage, new_row, tid + kHalf) = new_b;
+        } else if (tid < kHalf + DV / 2) {
+          *tile_value<DV>(stage + L::kKBytes, new_row, 2 * (tid - kHalf)) = new_a;
+          *tile_value<DV>(stage + L::kKBytes, new_row, 2 * (tid - kHalf) + 1) = new_b;
+        }
+        __syncthreads();
+      }
+    }
     const uint32_t sk = smem_addr(stage);
     const uint32_t sv = sk + L::kKBytes;
     const int wkey = warp * 16;  // this warp's keys within the tile
@@ -334,28 +424,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int DQK, int DV, bool KVF8>
+template <int DQK, int DV, bool KVF8, bool ROPE>
 void run_decode_mma_as(const KernelParams& p, int head_blocks, cudaStream_t stream) {
   constexpr int kSmem = DecodeLayout<DQK, DV, KVF8>::kSmemBytes;
   static const bool configured = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<DQK, DV, KVF8>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<DQK, DV, KVF8, ROPE>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(int64_t{p.num_seqs} * p.num_kv_heads * head_blocks),
                   p.num_splits);
-  launch_pdl_if(pdl_for_small_kernels(), decode_mma_kernel<DQK, DV, KVF8>, grid, kThreads, kSmem,
-                stream, p, head_blocks);
+  launch_pdl_if(pdl_for_small_kernels(), decode_mma_kernel<DQK, DV, KVF8, ROPE>, grid, kThreads,
+                kSmem, stream, p, head_blocks);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
 template <int DQK, int DV>
 void run_decode_mma(const KernelParams& p, int head_blocks, cudaStream_t stream) {
-  if (p.kv_fp8)
-    run_decode_mma_as<DQK, DV, true>(p, head_blocks, stream);
-  else
-    run_decode_mma_as<DQK, DV, false>(p, head_blocks, stream);
+  if (p.kv_fp8) {
+    run_decode_mma_as<DQK, DV, true, false>(p, head_blocks, stream);
+  } else if (p.rope_k) {
+    if constexpr (DQK == DV) run_decode_mma_as<DQK, DV, false, true>(p, head_blocks, stream);
+  } else {
+    run_decode_mma_as<DQK, DV, false, false>(p, head_blocks, stream);
+  }
 }
 
 }  // namespace
@@ -364,6 +457,7 @@ bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
                     cudaStream_t stream) {
   if (!p.bf16 || !mma_covers_head_dims(p.head_dim_qk, p.head_dim_v) || p.kv_bf16_tail != 0)
     return false;
+  if (p.rope_k && !decode_rope_dims(p.head_dim_qk, p.head_dim_v, p.kv_fp8)) return false;
   const int group = p.num_heads / p.num_kv_heads;
   const int head_blocks = (group + kRows - 1) / kRows;
   const int64_t ctas = int64_t{p.num_seqs} * p.num_kv_heads * head_blocks;

@@ -71,15 +71,34 @@ class AttentionWorkspace {
 // first 512 the value). Other FP8 layouts are refused by the calls above.
 bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared);
 
+// The step's rope and cache write done by the decode attention itself (one launch fewer a
+// layer): rope_and_cache(&q, 0, k, 0, &v, ...) over the whole head dim in the neox style, then
+// the attention, the same bits as the two calls. q holds the step's queries unrotated (left so:
+// the kernel rotates its own copy), k and v [T, num_kv_heads, head_dim] (contiguous BF16) the
+// step's keys, unrotated, and values; each sequence's last key (position seq_len - 1) is its
+// own, stored at slots[s] (skipped outside the cache, as write_cache does).
+struct DecodeRope {
+  const Tensor* k = nullptr;
+  const Tensor* v = nullptr;
+  const Tensor* cos = nullptr;    // F32 [T, head_dim / 2]
+  const Tensor* sin = nullptr;    // F32 [T, head_dim / 2]
+  const Tensor* slots = nullptr;  // I64 [T]
+};
+// Whether paged_decode_attention takes a DecodeRope for these tensors: BF16 q and caches (not
+// FP8), separate K and V caches, head dims (64, 64) or (128, 128).
+bool decode_rope_covered(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache);
+
 // One query per sequence (T == num_seqs). Keys are split into chunks processed by separate
 // blocks; a second kernel merges the partial softmax states. Only each sequence's last key may
 // come from the kernel right before this call (the step's own token, from rope_and_cache): the
 // kernels read the older keys, seq_lens and block_tables before that kernel has ended (PDL). Never
 // reads a block id outside [0, num_blocks) or past max_blocks_per_seq: such a sequence's output is
 // NaN.
+// With `rope`, the step's rope and cache write too (DecodeRope; a call it does not cover
+// throws).
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const PagedAttentionArgs& args, AttentionWorkspace& workspace,
-                            Tensor& out, cudaStream_t stream);
+                            Tensor& out, cudaStream_t stream, const DecodeRope* rope = nullptr);
 
 // Any batch (prefill, chunked prefill with a cached prefix, decode rows mixed in), causal,
 // variable lengths in one launch. Rows of a sequence with more queries than keys are NaN.

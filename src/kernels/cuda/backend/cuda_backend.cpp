@@ -371,6 +371,26 @@ class CudaBackend final : public Backend {
       paged_prefill_attention(q, k_cache, v_cache, args, out, stream_, &attention_ws_);
     arena_.rewind(before);  // split partials (and MLA prefill's per-token rows) die in the op
   }
+  void rope_cache_attention(Tensor& q, Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                            int64_t rot_dim, ops::RopeStyle style, float scale,
+                            Tensor& out) override {
+    // At decode, the attention kernel does the rope and the cache write itself (one launch
+    // fewer a layer); KITE_CUDA_ROPE_IN_ATTENTION=0 launches rope_and_cache apart (A/B runs).
+    static const bool apart = env_switched_off("KITE_CUDA_ROPE_IN_ATTENTION");
+    if (apart || !step_.decode || style != ops::RopeStyle::kNeox || rot_dim != q.size(-1) ||
+        !decode_rope_covered(q, k_cache, v_cache))
+      return Backend::rope_cache_attention(q, k, v, k_cache, v_cache, rot_dim, style, scale, out);
+    if (replaying()) return;
+    TimedOp timed = time_op([&] {
+      return "attention decode+rope " + dims({q.size(1), q.size(2), out.size(2)});
+    });
+    PagedAttentionArgs args = step_.attention;
+    args.scale = scale;
+    const DecodeRope rope{&k, &v, &step_.cos, &step_.sin, &step_.slots};
+    const ScratchArena::Mark before = arena_.mark();
+    paged_decode_attention(q, k_cache, v_cache, args, attention_ws_, out, stream_, &rope);
+    arena_.rewind(before);
+  }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     if (replaying()) return;
     TimedOp timed = time_op([] { return std::string("gather_rows"); });
