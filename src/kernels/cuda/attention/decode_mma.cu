@@ -18,7 +18,8 @@
 //
 // ROPE (BF16 caches, DQK == DV, neox style over the whole head; KernelParams::rope_k): the
 // kernel also does the step's rope and cache write, one launch fewer a layer. Every block
-// rotates its q rows in shared memory; the block(s) whose split holds a sequence's last key
+// rotates q in its mma fragments (a pair's two columns sit in the same register of two
+// fragments); the block(s) whose split holds a sequence's last key
 // (the step's own) rotate that key, store it and the value at the step's slot, and put both
 // into their tile's row in place of what the slot held. rotate_pair and the bf16 rounding are
 // rope.cu's, so the result is the same bits as rope_and_cache followed by this kernel.
@@ -82,10 +83,12 @@ template <int DQK, int DV, bool KVF8, bool ROPE>
 __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(const KernelParams p, int head_blocks) {
   using L = DecodeLayout<DQK, DV, KVF8>;
-  // A thread holds one rotary pair (dims i, i + DQK / 2) of the new key, or one value pair.
+  // A thread holds one rotary pair (dims i, i + DQK / 2) of the new key, or one value pair; q's
+  // pairs are fragment kk's and fragment kk + kHalf / 16's same register.
   constexpr int kHalf = DQK / 2;
-  static_assert(!ROPE || (!KVF8 && DQK == DV && kThreads % kHalf == 0 && DQK <= kThreads),
+  static_assert(!ROPE || (!KVF8 && DQK == DV && DQK <= kThreads && kHalf % 16 == 0),
                 "the fused rope takes BF16 caches and one rotary pair or value pair a thread");
+  constexpr int kRotFrags = ROPE ? kHalf / 16 : 1;
   extern __shared__ __align__(128) char smem[];
   // Launched early (PDL): q and the step's own key come from the kernel before; then the next
   // may launch. Decode waits further down, after its first tile of only older keys is in
@@ -114,9 +117,12 @@ __global__ void __launch_bounds__(kThreads)
       k_end > k_begin ? static_cast<int>((k_end - k_begin + kBlockN - 1) / kBlockN) : 0;
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   char* sq = smem;
-  // ROPE: this thread's pair i = tid % kHalf (the same for each q pair it rotates, as kThreads
-  // is a multiple of kHalf). cos / sin and the slots are the step's upload, like seq_lens.
+  // ROPE: cos / sin of the new key's pair i = tid (threads below kHalf), and of the q columns
+  // this lane's fragments hold (fragment kk < kHalf / 16, columns kk * 16 + 2t + 8h and the one
+  // after, h = 0, 1). They and the slots are the step's upload, read before the wait like
+  // seq_lens.
   [[maybe_unused]] float rc = 0.0f, rs = 0.0f;
+  [[maybe_unused]] float2 fc[kRotFrags][2], fs[kRotFrags][2];
   [[maybe_unused]] int64_t new_slot = -1;
   // Whether this block's keys hold the sequence's last (block-uniform), and where in its tiles.
   [[maybe_unused]] const bool owns_new = ROPE && len > 0 && len - 1 >= k_begin && len - 1 < k_end;
@@ -125,6 +131,15 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (ROPE) {
     rc = p.rope_cos[int64_t{seq} * kHalf + tid % kHalf];
     rs = p.rope_sin[int64_t{seq} * kHalf + tid % kHalf];
+    const float2* c2 = reinterpret_cast<const float2*>(p.rope_cos + int64_t{seq} * kHalf);
+    const float2* s2 = reinterpret_cast<const float2*>(p.rope_sin + int64_t{seq} * kHalf);
+#pragma unroll
+    for (int kk = 0; kk < kRotFrags; ++kk)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        fc[kk][h] = c2[kk * 8 + t + 4 * h];
+        fs[kk][h] = s2[kk * 8 + t + 4 * h];
+      }
     if (owns_new && hb == 0) new_slot = p.rope_slots[seq];
   }
   // Stage i (of L::kStages) starts at smem + kQBytes + i * kStageBytes (computed, not an
@@ -224,21 +239,24 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     cp_async_wait<0>();
     __syncthreads();
-    if constexpr (ROPE) {  // q's rows, rotated in place (pair tid % kHalf of each row)
-      for (int idx = tid; idx < heads_here * kHalf; idx += kThreads) {
-        const int row = idx / kHalf, i = idx % kHalf;
-        bf16* a = tile_value<DQK>(sq, row, i);
-        bf16* b = tile_value<DQK>(sq, row, i + kHalf);
-        const float2 r = rotate_pair(to_float(*a), to_float(*b), rc, rs);
-        *a = from_float<bf16>(r.x);
-        *b = from_float<bf16>(r.y);
-      }
-      __syncthreads();
-    }
     const uint32_t sq_addr = smem_addr(sq);
 #pragma unroll
     for (int kk = 0; kk < DQK / 16; ++kk)
       ldmatrix_x4(qf[kk], a_addr<DQK>(sq_addr, 0, kk * 16, lane));
+    if constexpr (ROPE) {  // q rotated in the fragments (register r of both: the same columns)
+#pragma unroll
+      for (int kk = 0; kk < kRotFrags; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          uint32_t& lo = qf[kk][r];
+          uint32_t& hi = qf[kk + kRotFrags][r];
+          const float2 a = unpack_bf16(lo), b = unpack_bf16(hi);
+          const float2 c = fc[kk][r / 2], sn = fs[kk][r / 2];
+          const float2 x = rotate_pair(a.x, b.x, c.x, sn.x), y = rotate_pair(a.y, b.y, c.y, sn.y);
+          lo = pack_bf16(x.x, y.x);
+          hi = pack_bf16(x.y, y.y);
+        }
+    }
   }
   const float score_scale = KVF8 ? p.k_scale : p.scale_log2;
 
