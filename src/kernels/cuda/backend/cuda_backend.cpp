@@ -374,11 +374,15 @@ class CudaBackend final : public Backend {
   void rope_cache_attention(Tensor& q, Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                             int64_t rot_dim, ops::RopeStyle style, float scale,
                             Tensor& out) override {
-    // At decode, the attention kernel does the rope and the cache write itself (one launch
-    // fewer a layer); KITE_CUDA_ROPE_IN_ATTENTION=0 launches rope_and_cache apart (A/B runs).
-    static const bool apart = env_switched_off("KITE_CUDA_ROPE_IN_ATTENTION");
-    if (apart || !step_.decode || style != ops::RopeStyle::kNeox || rot_dim != q.size(-1) ||
-        !decode_rope_covered(q, k_cache, v_cache))
+    // At decode steps of at least this many sequences the attention kernel does the rope and
+    // the cache write itself (one launch fewer a layer). At one sequence it does not pay on the
+    // H100: W4A16 h8 0.7 % slower, BF16 and FP8 even; from two it is 1-2.5 % faster, except BF16
+    // at 2-4 (0.3 % slower); BENCHMARKS.md run 32. KITE_CUDA_ROPE_IN_ATTENTION=N moves the
+    // threshold (0: never; A/B runs).
+    static const int64_t min_seqs = env_number("KITE_CUDA_ROPE_IN_ATTENTION", 2);
+    const int64_t seqs = step_.attention.seq_lens.numel();
+    if (min_seqs <= 0 || seqs < min_seqs || !step_.decode || style != ops::RopeStyle::kNeox ||
+        rot_dim != q.size(-1) || !decode_rope_covered(q, k_cache, v_cache))
       return Backend::rope_cache_attention(q, k, v, k_cache, v_cache, rot_dim, style, scale, out);
     if (replaying()) return;
     TimedOp timed = time_op([&] {
