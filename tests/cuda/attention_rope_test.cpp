@@ -6,7 +6,6 @@
 // step's key yields NaN.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -18,27 +17,12 @@
 #include "kernels/cuda/attention/paged_attention.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "rope_cos_sin.h"
 
 namespace kite::cuda {
 namespace {
 
 using namespace testing;
-
-// cos/sin [T, half] of random positions, as the step's rope table gives them.
-void random_cos_sin(int64_t tokens, int64_t dim, std::mt19937& rng, Tensor& cos, Tensor& sin) {
-  const int64_t half = dim / 2;
-  cos = Tensor::empty({tokens, half});
-  sin = Tensor::empty({tokens, half});
-  std::uniform_int_distribution<int> pos(0, 8191);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const double p = pos(rng);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(500000.0, -2.0 * static_cast<double>(i) / dim);
-      cos.data<float>()[t * half + i] = static_cast<float>(std::cos(angle));
-      sin.data<float>()[t * half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-}
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.size_bytes()) == 0;
@@ -71,7 +55,7 @@ void check(const AttnCase& c, std::mt19937& rng) {
   round_to(k, DType::kBF16);
   round_to(v, DType::kBF16);
   Tensor cos, sin;
-  random_cos_sin(seqs, c.dqk, rng, cos, sin);
+  make_cos_sin(seqs, c.dqk, rng, cos, sin);
   Tensor dcos = upload(cos, DType::kF32), dsin = upload(sin, DType::kF32);
   Tensor dslots = to_device(std::span<const int64_t>(slots), {seqs}, test_stream());
 

@@ -10,28 +10,13 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/ops.h"
+#include "rope_cos_sin.h"
 
 namespace kite::cuda {
 namespace {
 
 using namespace testing;
 using ops::RopeStyle;
-
-// cos/sin [T, rot/2] of random positions, as a rope table would give them.
-void make_cos_sin(int64_t tokens, int64_t rot_dim, std::mt19937& rng, Tensor& cos, Tensor& sin) {
-  const int64_t half = rot_dim / 2;
-  cos = Tensor::empty({tokens, half});
-  sin = Tensor::empty({tokens, half});
-  std::uniform_int_distribution<int> pos(0, 8191);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const double p = pos(rng);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(10000.0, -2.0 * i / rot_dim);
-      cos.data<float>()[t * half + i] = static_cast<float>(std::cos(angle));
-      sin.data<float>()[t * half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-}
 
 struct RopeCase {
   DType dtype;
