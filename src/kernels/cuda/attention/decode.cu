@@ -288,6 +288,9 @@ void describe_rope(const DecodeRope& r, const Tensor& q, const Tensor& k_cache,
     KITE_CUDA_OP_CHECK(cs->dim() == 2 && cs->size(0) == t && cs->size(1) == d / 2, kOp,
                        "rope cos/sin " + shape_to_string(cs->shape()) + " must be [" +
                            std::to_string(t) + ", " + std::to_string(d / 2) + "]");
+    // The kernel reads a lane's q columns as float2 pairs.
+    KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(cs->raw()) % 8 == 0, kOp,
+                       "rope cos/sin must start 8-byte aligned");
   }
   check_device(*r.slots, DType::kI64, kOp, "rope slots");
   KITE_CUDA_OP_CHECK(

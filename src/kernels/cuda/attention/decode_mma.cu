@@ -19,9 +19,9 @@
 // ROPE (BF16 caches, DQK == DV, neox style over the whole head; KernelParams::rope_k): the
 // kernel also does the step's rope and cache write, one launch fewer a layer. Every block
 // rotates q in its mma fragments (a pair's two columns sit in the same register of two
-// fragments); the block(s) whose split holds a sequence's last key
-// (the step's own) rotate that key, store it and the value at the step's slot, and put both
-// into their tile's row in place of what the slot held. rotate_pair and the bf16 rounding are
+// fragments); the block(s) whose split holds a sequence's last key (the step's own) rotate that
+// key, store it and the value at the step's slot, and put both into their tile's row in place
+// of what the slot held. rotate_pair and the bf16 rounding are
 // rope.cu's, so the result is the same bits as rope_and_cache followed by this kernel.
 #include <algorithm>
 #include <cmath>
