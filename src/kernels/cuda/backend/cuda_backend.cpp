@@ -37,30 +37,6 @@ uint64_t name_hash(const std::string& s) {  // FNV-1a: dummy weights' per-tensor
   return h;
 }
 
-// Brackets one op with OpTimer events when KITE_CUDA_OP_TIMES is set; otherwise free.
-class TimedOp {
- public:
-  TimedOp(OpTimer* timer, cudaStream_t stream) : timer_(timer), stream_(stream) {}
-  ~TimedOp() {
-    if (timer_) timer_->stop(stream_);
-  }
-  TimedOp(TimedOp&& other) noexcept : timer_(other.timer_), stream_(other.stream_) {
-    other.timer_ = nullptr;
-  }
-  TimedOp(const TimedOp&) = delete;
-  TimedOp& operator=(const TimedOp&) = delete;
-
- private:
-  OpTimer* timer_;
-  cudaStream_t stream_;
-};
-
-std::string dims(std::initializer_list<int64_t> d) {
-  std::string s;
-  for (int64_t v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
-  return s;
-}
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,5 +50,30 @@ class OpTimer {
   std::map<std::string, Total> totals_;
   int64_t steps_ = 0;
 };
+
+// Brackets one op with OpTimer events when KITE_CUDA_OP_TIMES is set; otherwise free.
+class TimedOp {
+ public:
+  TimedOp(OpTimer* timer, cudaStream_t stream) : timer_(timer), stream_(stream) {}
+  ~TimedOp() {
+    if (timer_) timer_->stop(stream_);
+  }
+  TimedOp(TimedOp&& other) noexcept : timer_(other.timer_), stream_(other.stream_) {
+    other.timer_ = nullptr;
+  }
+  TimedOp(const TimedOp&) = delete;
+  TimedOp& operator=(const TimedOp&) = delete;
+
+ private:
+  OpTimer* timer_;
+  cudaStream_t stream_;
+};
+
+// An op label's dimensions, "AxBxC".
+inline std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
 
 }  // namespace kite::cuda
