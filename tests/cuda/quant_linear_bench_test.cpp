@@ -146,6 +146,47 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
 
 // Batches past decode sizes (M = 16 .. 256), each format on its automatic route against the
 // BF16 linear (cuBLASLt there): issue 7 asks W4A16 to stay fast from batch 1 to 64.
+// An lm_head's shape (Llama-3's 128,256 x 4,096) with F32 output, the logits, at decode batch
+// sizes: BF16 (cuda::linear) and the 8-bit formats through quantized_linear's routes (run once
+// more with KITE_CUDA_LT_F32_OUT=0 for the kernels of quant_linear.cu past 16 rows).
+TEST(CudaQuantLinearBench, DISABLED_LmHead) {
+  constexpr int kCopies = 2;
+  constexpr int64_t n = 128256, k = 4096;
+  const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
+  const QuantFormat formats[] = {QuantFormat::kInt8PerChannel, QuantFormat::kFp8PerChannel};
+  std::vector<std::vector<DeviceQuantizedWeight>> wq;
+  for (QuantFormat f : formats) {
+    wq.emplace_back();
+    for (int c = 0; c < kCopies; ++c)
+      wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
+  }
+  std::printf("%-17s %3s %9s %8s %8s\n", "format", "M", "us_stream", "GB/s", "x_bf16");
+  auto rng = test_rng();
+  for (int64_t m : {1, 9, 16, 17, 24, 32, 48, 64, 96, 128}) {
+    const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+    Tensor y = device_empty({m, n}, DType::kF32);
+    const double bt =
+        time_us([&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies)
+            .second;
+    std::printf("%-17s %3ld %9.2f %8.1f %8.2f\n", "bf16", m, bt,
+                static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
+    for (size_t fi = 0; fi < 2; ++fi) {
+      const auto& w = wq[fi];
+      DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+      const double qt = time_us(
+                            [&](int c) {
+                              quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(),
+                                               ws.size_bytes(), test_stream());
+                            },
+                            kCopies)
+                            .second;
+      std::printf("%-17s %3ld %9.2f %8.1f %8.2f\n",
+                  std::string(quant_format_name(formats[fi])).c_str(), m, qt,
+                  static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
+    }
+  }
+}
+
 TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
   constexpr int kCopies = 4;
   const std::pair<int64_t, int64_t> shapes[] = {

@@ -115,6 +115,14 @@ int forced_route() {  // -1 timed, 0 F32 + scales, 1 outer vectors
   return forced;
 }
 
+// y BF16, or F32 (an lm_head's logits: without the F32 form, the 8-bit lm_head past 16 rows
+// ran on quant_linear.cu's own tensor-core kernel, 457 us at 64 rows of Llama-3-8B's 128,256 x
+// 4,096 against BF16 cuBLASLt's 395; BENCHMARKS.md, run 33); a bias BF16 (the plans' bias type).
+bool lt_output_ok(const Tensor& y, const Tensor* bias) {
+  return (y.dtype() == DType::kBF16 || y.dtype() == DType::kF32) &&
+         (!bias || bias->dtype() == DType::kBF16);
+}
+
 int64_t pow2_at_least(int64_t m) {
   int64_t b = 1;
   while (b < m) b *= 2;
@@ -145,9 +153,10 @@ bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, 
                       int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
                       int64_t k, const Tensor* bias, Tensor& y, float* scratch,
                       cudaStream_t stream) {
-  if (y.dtype() != DType::kBF16 || (bias && bias->dtype() != DType::kBF16)) return false;
+  if (!lt_output_ok(y, bias)) return false;
   if (k % 16 != 0 || ldw % 16 != 0 || ldx % 16 != 0) return false;
-  const int forced = forced_route();
+  // F32 y (logits): the F32 route only (the outer-vector plan writes BF16).
+  const int forced = y.dtype() == DType::kF32 ? 0 : forced_route();
   Fp8Plan* outer = nullptr;
   if (forced != 0) {
     Fp8Plan& p = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, bias != nullptr, true, false},
@@ -216,7 +225,7 @@ bool int8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale,
                        int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
                        int64_t k, const Tensor* bias, Tensor& y, int32_t* scratch,
                        cudaStream_t stream) {
-  if (y.dtype() != DType::kBF16 || (bias && bias->dtype() != DType::kBF16) || !scratch) return false;
+  if (!lt_output_ok(y, bias) || !scratch) return false;
   if (k % 16 != 0 || ldw % 16 != 0 || ldx % 16 != 0 || n % 4 != 0) return false;
   Fp8Plan& plan = plan_for(ctx, {ctx.handle(), m, n, k, ldw, ldx, false, false, true});
   if (!plan.ok) return false;

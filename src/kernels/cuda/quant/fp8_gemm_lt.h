@@ -18,11 +18,12 @@
 namespace kite::cuda {
 
 // wq: N rows of K FP8 codes, row stride ldw bytes; xq: M rows, row stride ldx bytes (K, ldw and
-// ldx multiples of 16, pointers 16-byte aligned); scales F32 device vectors; y BF16 [M, N];
-// bias BF16 [N] or null. The F32 route puts the product into `scratch` (F32 [M, N],
+// ldx multiples of 16, pointers 16-byte aligned); scales F32 device vectors; y BF16 or F32 [M,
+// N]; bias BF16 [N] or null. The F32 route puts the product into `scratch` (F32 [M, N],
 // fp8_gemm_scratch_floats) and a small kernel applies x_scale[m] * w_scale[n] and the bias; it is
-// the only one where cuBLASLt lacks outer-vector scaling. Returns false (and launches nothing)
-// when cuBLASLt has no FP8 algorithm at all: the caller then uses its own kernel.
+// the only one where cuBLASLt lacks outer-vector scaling, and the only one for F32 y. Returns false
+// (and launches nothing) when cuBLASLt has no FP8 algorithm at all: the caller then uses its own
+// kernel.
 bool fp8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale, int64_t n,
                       int64_t ldw, const void* xq, const float* x_scale, int64_t m, int64_t ldx,
                       int64_t k, const Tensor* bias, Tensor& y, float* scratch,
@@ -43,7 +44,8 @@ bool int8_rowwise_gemm(BlasLtContext& ctx, const void* wq, const float* w_scale,
                        int64_t k, const Tensor* bias, Tensor& y, int32_t* scratch,
                        cudaStream_t stream);
 
-// y[m, n] = bf16(acc[m, n] * x_scale[m] * w_scale[n] + bias[n]) (fp8_scale.cu).
+// y[m, n] = acc[m, n] * x_scale[m] * w_scale[n] + bias[n], rounded to y's dtype (BF16 or F32;
+// fp8_scale.cu).
 void scale_rows_cols(const float* acc, const float* x_scale, const float* w_scale,
                      const Tensor* bias, Tensor& y, int64_t m, int64_t n, cudaStream_t stream);
 void scale_rows_cols(const int32_t* acc, const float* x_scale, const float* w_scale,

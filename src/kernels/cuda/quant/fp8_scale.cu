@@ -7,17 +7,17 @@
 namespace kite::cuda {
 namespace {
 
-template <typename Acc>
+template <typename Acc, typename TOut>
 __global__ void scale_kernel(const Acc* __restrict__ acc, const float* __restrict__ xs,
                              const float* __restrict__ ws, const bf16* __restrict__ bias,
-                             bf16* __restrict__ y, int64_t n) {
+                             TOut* __restrict__ y, int64_t n) {
   const int64_t row = blockIdx.y;
   const float sx = xs[row];
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < n;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v = static_cast<float>(acc[row * n + c]) * sx * ws[c];
     if (bias) v += __bfloat162float(bias[c]);
-    y[row * n + c] = __float2bfloat16(v);
+    y[row * n + c] = from_float<TOut>(v);
   }
 }
 
@@ -26,9 +26,13 @@ void launch_scale(const Acc* acc, const float* x_scale, const float* w_scale, co
                   Tensor& y, int64_t m, int64_t n, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 64));
-  scale_kernel<<<dim3(blocks, static_cast<unsigned>(m)), 256, 0, stream>>>(
-      acc, x_scale, w_scale, bias ? static_cast<const bf16*>(bias->raw()) : nullptr,
-      static_cast<bf16*>(y.raw()), n);
+  const dim3 grid(blocks, static_cast<unsigned>(m));
+  const bf16* b = bias ? static_cast<const bf16*>(bias->raw()) : nullptr;
+  if (y.dtype() == DType::kF32)
+    scale_kernel<<<grid, 256, 0, stream>>>(acc, x_scale, w_scale, b, y.data<float>(), n);
+  else
+    scale_kernel<<<grid, 256, 0, stream>>>(acc, x_scale, w_scale, b, static_cast<bf16*>(y.raw()),
+                                           n);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

@@ -335,6 +335,18 @@ void set_quant_decode_override(int path, int kw, int u) {
 
 void set_w4_decode_rows(int rows) { g_w4_decode_rows = std::clamp(rows, 8, kW4DecodeMaxRows); }
 
+// F32 outputs (an 8-bit lm_head's logits) go through cuBLASLt too, FP8 past kLtMinRows rows and
+// INT8 past 32: Llama-3's lm_head (128,256 x 4,096) at 17-128 rows took 200-263 us there against
+// 223-1,112 on the kernels here, and INT8 at 17-32 rows 354-370 against 190-212, 48-128 rows
+// 219-257 against 389-906 (H100, BENCHMARKS.md run 33; cuBLASLt's INT8 algorithm for 32 rows or
+// fewer is the slow one). KITE_CUDA_LT_F32_OUT=0 keeps F32 outputs on the kernels here (A/B).
+const bool g_lt_f32_out = !env_switched_off("KITE_CUDA_LT_F32_OUT");
+constexpr int64_t kLtInt8F32MinRows = 32;
+bool lt_takes_output(Fmt f, int64_t m, const Tensor& y) {
+  if (y.dtype() != DType::kF32) return true;
+  return g_lt_f32_out && (f == kFp8Ch || m > kLtInt8F32MinRows);
+}
+
 // Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
 // Rows one launch sequence takes (quantized_linear_split slices larger M).
@@ -591,7 +603,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // Beyond decode sizes, FP8 / INT8 per channel go through cuBLASLt (one pass over W at
     // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
     // vectors, INT8's are applied to the exact S32 product after.
-    if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m)) {
+    if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m) && lt_takes_output(f, m, y)) {
       void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
       if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
                                           sx, m, kp, kp, bias, y, static_cast<float*>(acc),

@@ -125,6 +125,9 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
 // codes (W8A8). Its results then differ from ops::quantized_linear's by the activation codes'
 // rounding, which it does not have.
 bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m);
+// Whether M rows of w go through cuBLASLt: FP8 / INT8 per channel past 16 rows (fp8_gemm_lt.h,
+// where it has an algorithm for the shape), INT4 past 128 (expanded to BF16 first).
+bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m);
 // The same with the output features split into consecutive parts, each written to its own
 // [M, width_s] tensor (one dtype, 1 to 4 parts): q, k and v of one stacked weight, no copies.
 // Applies (quantized_split_applies) except on the cuBLASLt route (FP8 per channel, M > 16).
