@@ -83,6 +83,20 @@ std::pair<double, double> time_us(Fn&& fn, int copies) {
   return {t1[t1.size() / 2] * 1e3, t2[t2.size() / 2] * 1e3};
 }
 
+// time_us of quantized_linear over the weight copies `w` (M rows of dx into y), with a workspace
+// sized for the route the overrides set now.
+std::pair<double, double> time_quantized(const Tensor& dx,
+                                         const std::vector<DeviceQuantizedWeight>& w, Tensor& y,
+                                         int64_t m) {
+  DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
+  return time_us(
+      [&](int c) {
+        quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
+                         test_stream());
+      },
+      static_cast<int>(w.size()));
+}
+
 TEST(CudaQuantLinearBench, DISABLED_Bench) {
   constexpr int kCopies = 4;
   // KITE_QBENCH_DEEPSEEK=1: DeepSeek-V2-Lite's dense linears instead (q, kv_a, kv_b, o, the
@@ -115,7 +129,6 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
                   k, bs, bt, bbytes / bt / 1e3, bbytes / 1e6, 1.0);
       for (size_t fi = 0; fi < 4; ++fi) {
         const auto& w = wq[fi];
-        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
         struct V { const char* name; int path, kw, u; };
         std::vector<V> vs = {{"decode", 2, 0, 0}, {"mma", 1, 0, 0}, {"bulk", 3, 0, 0}};
         if (fi == 1) vs.push_back({"a16", 5, 0, 0});  // FP8 with BF16 activations (W8A16)
@@ -126,12 +139,7 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
             for (int u : {2, 4}) vs.push_back({u == 4 ? "kwU4" : "kwU2", 2, kw, u});
         for (const V& v : vs) {
           set_quant_decode_override(v.path, v.kw, v.u);
-          const auto [qs, qt] = time_us(
-              [&](int c) {
-                quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
-                                 test_stream());
-              },
-              kCopies);
+          const auto [qs, qt] = time_quantized(dx, w, y, m);
           set_quant_decode_override(0);
           const double bytes = static_cast<double>(w[0].storage_bytes());
           std::printf("%-17s %-4s%3d %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n",
@@ -172,14 +180,7 @@ TEST(CudaQuantLinearBench, DISABLED_LmHead) {
                 static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
     for (size_t fi = 0; fi < 2; ++fi) {
       const auto& w = wq[fi];
-      DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-      const double qt = time_us(
-                            [&](int c) {
-                              quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(),
-                                               ws.size_bytes(), test_stream());
-                            },
-                            kCopies)
-                            .second;
+      const double qt = time_quantized(dx, w, y, m).second;
       std::printf("%-17s %3ld %9.2f %8.1f %8.2f\n",
                   std::string(quant_format_name(formats[fi])).c_str(), m, qt,
                   static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
@@ -217,13 +218,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
                   static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
       for (size_t fi = 0; fi < 4; ++fi) {
         const auto& w = wq[fi];
-        DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-        const double qt = time_us(
-            [&](int c) {
-              quantized_linear(test_blas(), dx, w[c], nullptr, y, ws.data(), ws.size_bytes(),
-                               test_stream());
-            },
-            kCopies).second;
+        const double qt = time_quantized(dx, w, y, m).second;
         std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n",
                     std::string(quant_format_name(formats[fi])).c_str(), m, n, k, qt,
                     static_cast<double>(w[0].storage_bytes()) / qt / 1e3, bt / qt);
@@ -251,14 +246,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
             set_w4_gemm_override(v.mode);
             set_w4_wgmma_shape(v.nt, v.wg, v.splits);
             set_w4_decode_rows(v.name == "int4_decode" ? 128 : 8);
-            DeviceBuffer vws(std::max<size_t>(quantized_linear_workspace_bytes(w[0], m), 256));
-            const double ot = time_us(
-                                  [&](int c) {
-                                    quantized_linear(test_blas(), dx, w[c], nullptr, y, vws.data(),
-                                                     vws.size_bytes(), test_stream());
-                                  },
-                                  kCopies)
-                                  .second;
+            const double ot = time_quantized(dx, w, y, m).second;
             std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", v.name.c_str(), m, n, k, ot,
                         static_cast<double>(w[0].storage_bytes()) / ot / 1e3, bt / ot);
           }
