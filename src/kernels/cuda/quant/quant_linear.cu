@@ -340,12 +340,14 @@ void set_w4_decode_rows(int rows) { g_w4_decode_rows = std::clamp(rows, 8, kW4De
 // 223-1,112 on the kernels here, and INT8 at 17-32 rows 354-370 against 190-212, 48-128 rows
 // 219-257 against 389-906 (H100, BENCHMARKS.md run 33; cuBLASLt's INT8 algorithm for 32 rows or
 // fewer is the slow one). KITE_CUDA_LT_F32_OUT=0 keeps F32 outputs on the kernels here (A/B).
+namespace {
 const bool g_lt_f32_out = !env_switched_off("KITE_CUDA_LT_F32_OUT");
 constexpr int64_t kLtInt8F32MinRows = 32;
 bool lt_takes_output(Fmt f, int64_t m, const Tensor& y) {
   if (y.dtype() != DType::kF32) return true;
   return g_lt_f32_out && (f == kFp8Ch || m > kLtInt8F32MinRows);
 }
+}  // namespace
 
 // Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
