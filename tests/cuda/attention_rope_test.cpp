@@ -17,12 +17,13 @@
 #include "kernels/cuda/attention/paged_attention.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
-#include "rope_cos_sin.h"
+#include "support/rope_cos_sin.h"
 
 namespace kite::cuda {
 namespace {
 
 using namespace testing;
+using test_support::make_cos_sin;
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.size_bytes()) == 0;

@@ -10,13 +10,14 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/head_linear.h"
 #include "kernels/ops.h"
-#include "rope_cos_sin.h"
+#include "support/rope_cos_sin.h"
 
 namespace kite::cuda {
 namespace {
 
 using namespace testing;
 using ops::RopeStyle;
+using test_support::make_cos_sin;
 
 struct RopeCase {
   DType dtype;

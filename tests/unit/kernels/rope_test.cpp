@@ -6,29 +6,14 @@
 
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
+#include "support/rope_cos_sin.h"
 
 namespace kite {
 namespace {
 
+using test_support::make_cos_sin;
 using testing::all_close;
 using testing::random_tensor;
-
-// Per-token cos/sin [T, rot_dim/2] from arbitrary positions, as the model computes them.
-void make_cos_sin(int64_t num_tokens, int64_t rot_dim, std::mt19937& rng, Tensor& cos,
-                  Tensor& sin) {
-  const int64_t half = rot_dim / 2;
-  cos = Tensor::empty({num_tokens, half});
-  sin = Tensor::empty({num_tokens, half});
-  std::uniform_int_distribution<int> pos(0, 5000);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const int p = pos(rng);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(10000.0, -2.0 * i / rot_dim);
-      cos.f32()[t * half + i] = static_cast<float>(std::cos(angle));
-      sin.f32()[t * half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-}
 
 // transformers, literally: emb = cat(freqs, freqs); q*cos + rotate_half(q)*sin, where the
 // interleaved variant first de-interleaves q (view(d/2, 2).transpose -> [x0,x2,..,x1,x3,..]).

@@ -1,4 +1,5 @@
-// cos/sin tables of random positions for the CUDA rope tests, as a rope table gives them.
+// cos/sin tables of random positions, as a rope table gives them: the CPU and CUDA rope tests
+// share it.
 #pragma once
 
 #include <cmath>
@@ -7,7 +8,7 @@
 
 #include "core/tensor.h"
 
-namespace kite::cuda::testing {
+namespace kite::test_support {
 
 // cos/sin [tokens, rot_dim / 2] at a random position per token (base 10000).
 inline void make_cos_sin(int64_t tokens, int64_t rot_dim, std::mt19937& rng, Tensor& cos,
@@ -26,4 +27,4 @@ inline void make_cos_sin(int64_t tokens, int64_t rot_dim, std::mt19937& rng, Ten
   }
 }
 
-}  // namespace kite::cuda::testing
+}  // namespace kite::test_support
