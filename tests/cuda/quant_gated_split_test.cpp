@@ -21,8 +21,9 @@ using namespace testing;
 
 // The gated FP8 / INT8 GEMV (a gated MLP's [gate; up] weight, silu(gate) * up in the same
 // launch) against the plain quantized linear's F32 output put through silu * up on the host:
-// the same sums, so only the final BF16 rounding differs (bound 5e-3). M from 1 to 8 (at 1 and
-// 2 both quantize the activations in-block), INT4 up to 64 (the lean decode kernel's token
+// the same sums, so only the final BF16 rounding differs (bound 5e-3). 8-bit M from 1 to 16 (at
+// 1 and 2 both quantize the activations in-block; two token tiles past 8), INT4 up to 64 (the
+// lean decode kernel's token
 // tiles and groups, taken up to 32 rows by default: raised here); with and without input_scale.
 TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
   auto rng = test_rng();
@@ -33,7 +34,7 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
        {QuantFormat::kFp8PerChannel, QuantFormat::kInt8PerChannel, QuantFormat::kInt4Group})
     for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{256, 512}, {1408, 1000}})
       for (int64_t m : {1, 2, 3, 4, 8, 9, 16, 21, 32, 40, 64}) {
-        if (m > 8 && f != QuantFormat::kInt4Group) continue;
+        if (m > 16 && f != QuantFormat::kInt4Group) continue;
         Tensor w = random_host({2 * inter, k}, rng, -0.05f, 0.05f);
         QuantizedWeight q = quantize_as(f, w);
         if (m % 2 == 0) q.input_scale = random_host({k}, rng, 0.25f, 4.0f);
@@ -55,8 +56,8 @@ TEST(CudaQuantLinear, SiluMulEqualsTheLinearThenSiluMul) {
 }
 
 // Where the gated GEMV does not apply, it says so and the op refuses: FP8 block weights, more
-// than 8 rows (INT4: 32, and 8 off the lean decode kernel's group 128), I not a multiple of 8
-// (INT4: of 16).
+// than 16 rows (8 with set_quant_bulk_rows(8); INT4: 32, and 8 off the lean decode kernel's
+// group 128), I not a multiple of 8 (INT4: of 16).
 TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   auto rng = test_rng();
   const int64_t k = 256;
@@ -75,7 +76,12 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 8));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 3));
   EXPECT_TRUE(quantized_silu_mul_applies(fp8, 1));
+  EXPECT_TRUE(quantized_silu_mul_applies(fp8, 9));
+  EXPECT_TRUE(quantized_silu_mul_applies(fp8, 16));
+  EXPECT_FALSE(quantized_silu_mul_applies(fp8, 17));
+  set_quant_bulk_rows(8);  // KITE_CUDA_QBULK_ROWS=8
   EXPECT_FALSE(quantized_silu_mul_applies(fp8, 9));
+  set_quant_bulk_rows(16);
   EXPECT_FALSE(quantized_silu_mul_applies(odd, 4));
   EXPECT_FALSE(quantized_silu_mul_applies(blk, 4));
   EXPECT_TRUE(quantized_silu_mul_applies(w4, 4));
@@ -88,9 +94,9 @@ TEST(CudaQuantLinear, SiluMulRefusesWhatItDoesNotTake) {
   EXPECT_FALSE(quantized_silu_mul_applies(w4, 9));
   set_w4_decode_rows(32);
   EXPECT_FALSE(quantized_silu_mul_applies(w4_odd, 1));
-  const Tensor x = device_empty({9, k}, DType::kBF16);
-  Tensor out = device_empty({9, 256}, DType::kBF16);
-  DeviceBuffer ws(quantized_linear_workspace_bytes(fp8, 9));
+  const Tensor x = device_empty({17, k}, DType::kBF16);
+  Tensor out = device_empty({17, 256}, DType::kBF16);
+  DeviceBuffer ws(quantized_linear_workspace_bytes(fp8, 17));
   EXPECT_THROW(quantized_linear_silu_mul(x, fp8, out, ws.data(), ws.size_bytes(), test_stream()),
                std::invalid_argument);
 }
@@ -105,7 +111,7 @@ TEST(CudaQuantLinear, SplitOutputsEqualTheWholeOutput) {
   for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                         QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
     for (int path : {1, 2, 3})
-      for (int64_t m : {1, 5, 8, 16, 64}) {
+      for (int64_t m : {1, 5, 8, 12, 16, 64}) {
         if (m == 64 && f != QuantFormat::kInt4Group) continue;  // the cuBLASLt routes: below
         const QuantizedWeight q = quantize_as(f, random_host({n, k}, rng, -0.05f, 0.05f));
         const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());

@@ -188,6 +188,45 @@ TEST(CudaQuantLinearBench, DISABLED_LmHead) {
   }
 }
 
+// FP8 / INT8 per channel from 9 to 16 rows on the bulk GEMV's token tiles ("bulk") against the
+// route before them ("pre", set_quant_bulk_rows(8): the tensor-core kernel), on Llama-3-8B's four
+// decode linears, BF16 output, beside BF16's cuBLASLt GEMM; µs a call back to back (the
+// activation-quantization launch included).
+TEST(CudaQuantLinearBench, DISABLED_EightBitMidRows) {
+  constexpr int kCopies = 4;
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
+  std::printf("%-5s %3s %5s %6s %9s %9s %9s %9s %9s\n", "", "M", "N", "K", "bf16", "fp8_bulk",
+              "fp8_pre", "int8_bulk", "int8_pre");
+  for (const auto& [n, k] : shapes) {
+    const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
+    std::vector<DeviceQuantizedWeight> w8[2];
+    for (int c = 0; c < kCopies; ++c) {
+      w8[0].push_back(dummy_quantized(QuantFormat::kFp8PerChannel, n, k, c + 1, test_stream()));
+      w8[1].push_back(dummy_quantized(QuantFormat::kInt8PerChannel, n, k, c + 1, test_stream()));
+    }
+    auto rng = test_rng();
+    for (int64_t m : {9, 12, 16}) {
+      const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
+      Tensor y = device_empty({m, n}, DType::kBF16);
+      const double bt =
+          time_us([&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); },
+                  kCopies)
+              .second;
+      double t[2][2];
+      for (int f = 0; f < 2; ++f)
+        for (int rows : {16, 8}) {
+          set_quant_bulk_rows(rows);
+          t[f][rows == 8] = time_quantized(dx, w8[f], y, m).second;
+        }
+      set_quant_bulk_rows(16);
+      std::printf("%-5s %3ld %5ld %6ld %9.2f %9.2f %9.2f %9.2f %9.2f\n", "mid", m, n, k, bt,
+                  t[0][0], t[0][1], t[1][0], t[1][1]);
+    }
+    KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+  }
+}
+
 TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
   constexpr int kCopies = 4;
   const std::pair<int64_t, int64_t> shapes[] = {

@@ -1,5 +1,5 @@
 // The CUDA quantized linear (kernels/cuda/quant/quant_linear.h) against the CPU reference
-// ops::quantized_linear, for every format, over M in {1, 3, 8, 9, 64, 130} (each kernel
+// ops::quantized_linear, for every format, over M in {1, 3, 8, 9, 16, 64, 130} (each kernel
 // configuration and the token-tile grid), K a multiple of 64 or not (the padded path), bias
 // on/off, F32 and BF16 output, input_scale, and GPTQ act order (g_idx).
 //
@@ -134,7 +134,7 @@ void run_case(const Case& c, std::mt19937& rng) {
 
 void run_format(QuantFormat format) {
   auto rng = test_rng();
-  const int64_t ms[] = {1, 3, 8, 9, 64, 130};
+  const int64_t ms[] = {1, 3, 8, 9, 16, 64, 130};
   // (N, K): K a multiple of 128; a multiple of 64 only (half a group / block at the end); not
   // a multiple of 64 (padded path, 136 = one group + 8); odd N; a long K with one row tile.
   const std::pair<int64_t, int64_t> shapes[] = {{256, 512}, {200, 320}, {77, 136}, {130, 1000}};
@@ -216,6 +216,18 @@ void run_decode(QuantFormat format) {
     }
     m = m % 8 + 3;
   }
+  // 8-bit codes from 9 to 16 rows on the bulk GEMV's two token tiles (9 and 12 leave the second
+  // one partly empty), over the same stage boundaries.
+  if (format != QuantFormat::kFp8PerChannel && format != QuantFormat::kInt8PerChannel) return;
+  int i = 0;
+  for (const auto& [n, k] : bulk_shapes)
+    for (int64_t rows : {9, 12, 16}) {
+      ++i;
+      Case c{format,     rows,       n,     k,
+             i % 3 == 0, i % 5 == 0, false, i % 4 < 2 ? DType::kF32 : DType::kBF16};
+      c.dec_path = 3;
+      run_case(c, rng);
+    }
 }
 
 TEST(CudaQuantLinear, DecodeInt4GroupMatchesCpu) { run_decode(QuantFormat::kInt4Group); }
@@ -282,12 +294,15 @@ TEST(CudaQuantLinear, Int4ExpansionTakesAnyGroupSize) {
     }
 }
 
-// Decode kernel and bulk GEMV vs the tensor-core kernel on the same inputs (M = 1..8): same function.
+// Decode kernel and bulk GEMV vs the tensor-core kernel on the same inputs (M = 1..8, and the
+// bulk GEMV's 8-bit token tiles at 12 and 16 rows, where path 2 is the tensor-core kernel too):
+// same function.
 TEST(CudaQuantLinear, DecodeEqualsTensorCorePath) {
   auto rng = test_rng();
   for (QuantFormat f : {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                         QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block})
-    for (int64_t m : {1, 4, 8}) {
+    for (int64_t m : {1, 4, 8, 12, 16}) {
+      if (m > 8 && (f == QuantFormat::kInt4Group || f == QuantFormat::kFp8Block)) continue;
       const int64_t n = 300, k = 1000;
       const QuantizedWeight q = quantize_as(f, random_host({n, k}, rng, -0.05f, 0.05f));
       const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());

@@ -125,7 +125,7 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
   }
 }
 
-template <int F>
+template <int F, int NT = 1>
 struct Geometry {
   static constexpr bool kW4F = F == kW4;
   static constexpr int kStageChunks = 32;
@@ -133,9 +133,10 @@ struct Geometry {
   static constexpr int kWarpChunks = kStageChunks / kWarps;
   static constexpr int kRowPitch = kStageChunks * 64 + 64;  // 8-bit: one tile row in smem
   static constexpr int kStageBytes = kW4F ? kStageChunks * 512 : kTileRows * kRowPitch;
-  // Stages, full and empty barriers, then two [kWarps][4][32] partial-sum buffers (tiles
+  // Stages, full and empty barriers, then two [NT][kWarps][4][32] partial-sum buffers (tiles
   // alternate, so one consumer barrier per tile suffices).
-  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 2 * kWarps * 128 * 4;
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + 2 * kStages * 8 + 2 * NT * kWarps * 128 * 4;
 };
 
 // FQ: the consumers quantize the activations in-block (KParams::xq_src, 8-bit formats). A
@@ -147,14 +148,23 @@ struct Geometry {
 // A16 (FP8 per channel, KParams::xq_a16): x is BF16 [m, ldx], read like W4's activations, and
 // each lane turns its E4M3 codes (exactly) and x (times kA16XScale) into f16 for m16n8k16 MMAs
 // (W8A16: no activation quantization, so no block-wide amax and divisions before the first MMA).
-template <int F, typename TOut, bool FQ, bool GATED, bool A16 = false>
+// NT (8-bit codes quantized by the kernel before): token tiles of 8 per MMA A fragment, so one
+// pass over the weight serves 8 NT rows; each tile's x codes are one more 16-byte load a lane
+// per chunk (from L2, as many bytes as the weight's at 16 rows), its sums 4 more registers and
+// 16 KB more of reduction buffers. Launched with NT = 2 (9-16 rows): 4 tiles (17-32 rows) measured
+// slower than cuBLASLt (FP8 down 4096 x 14336 at 32 rows 52.5 against 33.7 us, H100; ptxas
+// spills at the 96 registers 544 threads allow; BENCHMARKS.md run 34).
+template <int F, typename TOut, bool FQ, bool GATED, bool A16 = false, int NT = 1>
 __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p) {
-  using G = Geometry<F>;
+  using G = Geometry<F, NT>;
   using Acc = std::conditional_t<F == kI8Ch, int, float>;
   constexpr bool kW4F = G::kW4F;
   constexpr int kStages = G::kStages;
   static_assert(!A16 || (F == kFp8Ch && !FQ), "BF16 activations are for FP8 per channel");
-  constexpr int XL = kW4F || A16 ? 2 : 1;  // 16-byte activation loads per lane per chunk
+  static_assert(NT == 1 || (!kW4F && !A16 && !FQ), "token tiles read pre-quantized 8-bit codes");
+  // 16-byte activation loads per lane per chunk: W4 / A16 two (one token tile), 8-bit one a
+  // token tile.
+  constexpr int XL = kW4F || A16 ? 2 : NT;
   constexpr int WC = G::kWarpChunks;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * G::kStageBytes);
@@ -217,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   pdl_wait();  // x (and its scales) come from the previous kernel
   pdl_trigger();
   const int g = lane >> 2, t = lane & 3;
-  const bool tok_ok = g < p.m;  // this lane's B-fragment token
+  const bool tok_ok = g < p.m;  // this lane's B-fragment token (of the first token tile)
   // In-block quantization (8-bit formats): codes [m, kpad], then scales, then a reduction's
   // scratch, after the ring's shared memory.
   static_assert(!FQ || F == kFp8Ch || F == kI8Ch, "in-block quantization is for 8-bit codes");
@@ -250,9 +260,13 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         } else if constexpr (FQ) {
           o.xv[u][0] = *reinterpret_cast<const uint4*>(xq + g * kpad + c * kChunk + 16 * t);
         } else {
-          o.xv[u][0] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.x) +
-                                                            static_cast<int64_t>(g) * p.ldx +
-                                                            c * kChunk + 16 * t));
+#pragma unroll
+          for (int j = 0; j < NT; ++j)  // token tile j: token g + 8 j
+            o.xv[u][j] = g + 8 * j < p.m
+                             ? __ldg(reinterpret_cast<const uint4*>(
+                                   static_cast<const uint8_t*>(p.x) +
+                                   static_cast<int64_t>(g + 8 * j) * p.ldx + c * kChunk + 16 * t))
+                             : make_uint4(0, 0, 0, 0);
         }
       } else {
 #pragma unroll
@@ -271,7 +285,11 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   };
   Operands cur, next;
   if (items > 0) load_operands(0, cur);
-  Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+  Acc acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[j][i] = Acc(0);
   for (int item = 0; item < items; ++item) {
     const int tl = item / spt, st = item % spt;
     const int tile = blockIdx.x + tl * gridDim.x;
@@ -296,10 +314,10 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
           w4_frag(word(wv, h), z0, z1, a);
           mma_bf16(ct, a, word(xv[u][h >> 1], (h & 1) * 2), word(xv[u][h >> 1], (h & 1) * 2 + 1));
         }
-        acc[0] = fmaf(ct[0], ws[u][0], acc[0]);
-        acc[1] = fmaf(ct[1], ws[u][0], acc[1]);
-        acc[2] = fmaf(ct[2], ws[u][1], acc[2]);
-        acc[3] = fmaf(ct[3], ws[u][1], acc[3]);
+        acc[0][0] = fmaf(ct[0], ws[u][0], acc[0][0]);
+        acc[0][1] = fmaf(ct[1], ws[u][0], acc[0][1]);
+        acc[0][2] = fmaf(ct[2], ws[u][1], acc[0][2]);
+        acc[0][3] = fmaf(ct[3], ws[u][1], acc[0][3]);
       } else if constexpr (A16) {
         // The lane's 16 codes of rows g and g + 8 (k = 16t .. 16t + 15 of the chunk) and the
         // same 16 x values. Four m16n8k16 MMAs: the MMA's k pairs (2t, 2t + 1) and (2t + 8,
@@ -313,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
           const uint32_t a = word(w0, j), b = word(w1, j);
           const uint32_t f[4] = {e4m3x2_to_f16x2(a), e4m3x2_to_f16x2(b), e4m3x2_to_f16x2(a >> 16),
                                  e4m3x2_to_f16x2(b >> 16)};
-          mma_f16(acc, f, bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2)),
+          mma_f16(acc[0], f, bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2)),
                   bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2 + 1)));
         }
       } else {
@@ -324,28 +342,35 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         for (int h = 0; h < 2; ++h) {
           const uint32_t a[4] = {word(w0, 2 * h), word(w1, 2 * h), word(w0, 2 * h + 1),
                                  word(w1, 2 * h + 1)};
-          mma_8bit(acc, a, word(xv[u][0], 2 * h), word(xv[u][0], 2 * h + 1));
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma_8bit(acc[j], a, word(xv[u][j], 2 * h), word(xv[u][j], 2 * h + 1));
         }
       }
     }
     mbar_arrive(&empty[s]);  // every consumer thread (mbar_init_ring)
-    if (st == spt - 1) {     // the tile is done: add the 8 warps' partials in warp order
-      Acc* rb = red + (tl & 1) * (kWarps * 128);
+    if (st == spt - 1) {     // the tile is done: add the warps' partials in warp order
+      // rb[j][warp][i][lane]: token tile j's slot i of this warp.
+      Acc* rb = red + (tl & 1) * (NT * kWarps * 128);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) rb[(warp * 4 + i) * 32 + lane] = acc[i];
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) rb[((j * kWarps + warp) * 4 + i) * 32 + lane] = acc[j][i];
       consumers_sync(kWarps * 32);
       if constexpr (GATED) {
-        // Slots 0 / 1 hold the gate rows' sums (tokens 2t, 2t + 1), slots 2 / 3 the up rows'.
-        if (threadIdx.x < 64) {
-          const int i = threadIdx.x >> 5, l = threadIdx.x & 31;
+        // Slots 0 / 1 hold the gate rows' sums (tokens 2t, 2t + 1 of the token tile), slots
+        // 2 / 3 the up rows'. 64 threads a token tile.
+        if (threadIdx.x < 64 * NT) {
+          const int j = threadIdx.x >> 6, i = (threadIdx.x >> 5) & 1, l = threadIdx.x & 31;
+          const Acc* rj = rb + j * (kWarps * 128);
           Acc gs = Acc(0), us = Acc(0);
 #pragma unroll
           for (int w = 0; w < kWarps; ++w) {
-            gs += rb[(w * 4 + i) * 32 + l];
-            us += rb[(w * 4 + i + 2) * 32 + l];
+            gs += rj[(w * 4 + i) * 32 + l];
+            us += rj[(w * 4 + i + 2) * 32 + l];
           }
           const int feature = tile * (kTileRows / 2) + (l >> 2);
-          const int tok = 2 * (l & 3) + (i & 1);
+          const int tok = 8 * j + 2 * (l & 3) + (i & 1);
           if (tok < p.m) {
             float xs;
             if constexpr (FQ)
@@ -362,13 +387,14 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
                 from_float<TOut>(gate / (1.0f + expf(-gate)) * up);
           }
         }
-      } else if (threadIdx.x < 128) {
-        const int i = threadIdx.x >> 5, l = threadIdx.x & 31;
+      } else if (threadIdx.x < 128 * NT) {  // 128 threads a token tile
+        const int j = threadIdx.x >> 7, i = (threadIdx.x >> 5) & 3, l = threadIdx.x & 31;
+        const Acc* rj = rb + j * (kWarps * 128);
         Acc sum = Acc(0);
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += rb[(w * 4 + i) * 32 + l];
+        for (int w = 0; w < kWarps; ++w) sum += rj[(w * 4 + i) * 32 + l];
         const int row = tile * kTileRows + (l >> 2) + (i >= 2 ? 8 : 0);
-        const int tok = 2 * (l & 3) + (i & 1);
+        const int tok = 8 * j + 2 * (l & 3) + (i & 1);
         if (row < p.n && tok < p.m) {
           if constexpr (FQ)
             finish_output<F, TOut>(p, tok, row, static_cast<float>(sum), xq_scale[tok]);
@@ -379,7 +405,9 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
         }
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] = Acc(0);
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[j][i] = Acc(0);
     }
     cur = next;
   }
@@ -391,6 +419,20 @@ int qbulk_prewait_stages() {
   static const int stages =
       static_cast<int>(std::max(0LL, env_number("KITE_CUDA_QBULK_PRE_WAIT", 1)));
   return stages;
+}
+
+// 9 to 16 rows (8-bit codes quantized by the kernel before): the kernel with 2 token tiles.
+template <int F, typename TOut, bool GATED, int NT>
+void launch_token_tiles(const KParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr size_t kSmem = Geometry<F, NT>::kSmemBytes;
+  static const bool ready = [] {
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED, false, NT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)ready;
+  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, false, NT>, grid, kThreads, kSmem, stream, p);
+  KITE_CUDA_CHECK_LAUNCH();
 }
 
 template <int F, typename TOut, bool GATED>
@@ -422,6 +464,13 @@ void launch_bulk(const KParams& args, cudaStream_t stream) {
   const int tiles = GATED ? p.n / (kTileRows / 2) : p.n_pad / kTileRows;
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
+  if constexpr (F != kW4) {
+    if (p.m > 8) {
+      KITE_CUDA_OP_CHECK(p.m <= kBulkMaxRows && !p.xq_a16 && !p.xq_src, "qgemv_bulk",
+                         "9-16 rows are taken as pre-quantized 8-bit codes only");
+      return launch_token_tiles<F, TOut, GATED, 2>(p, grid, stream);
+    }
+  }
   if constexpr (F == kFp8Ch) {
     if (p.xq_a16) {  // W8A16: x is BF16
       launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, true>, grid, kThreads, G::kSmemBytes,

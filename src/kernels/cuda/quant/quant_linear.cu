@@ -243,8 +243,18 @@ const bool g_fused_quant_auto = !env_switched_off("KITE_CUDA_QGEMV_FUSED_QUANT")
 // batch-1 decode 3.29 against 3.59 ms on the tensor-core kernel); W4A16 and FP8 block on the
 // decode kernel (W4A16 on the bulk GEMV measured 3.50 against 2.96 ms: its consumers, not the
 // copies, are the limit; BENCHMARKS.md, run 6). Paths 3 and 4 force the bulk GEMV for W4A16 too.
+// From 9 to g_bulk_rows (16) rows, per-channel FP8 / INT8 take it too, with 2 token tiles per
+// weight tile (their activations quantized by the kernel before), instead of the tensor-core
+// kernel: Llama-3-8B's four decode linears 4-15 % faster, its FP8 / INT8 decode steps at batch
+// 12-16 4-6 % (H100, BENCHMARKS.md run 34). KITE_CUDA_QBULK_ROWS=8 is the form before (an A/B
+// switch; set_quant_bulk_rows for tests and benchmarks).
+int g_bulk_rows = static_cast<int>(
+    std::clamp<long long>(env_number("KITE_CUDA_QBULK_ROWS", kBulkMaxRows), 8, kBulkMaxRows));
 bool takes_bulk(Fmt f, int64_t m) {
-  if (m > 8 || f == kFp8Blk) return false;
+  if (f == kFp8Blk) return false;
+  if (m > 8)
+    return (f == kFp8Ch || f == kI8Ch) && m <= g_bulk_rows &&
+           (g_dec_path == 3 || (g_dec_path == 0 && g_bulk_auto));
   return g_dec_path == 3 || g_dec_path == 4 || g_dec_path == 5 ||
          (g_dec_path == 0 && (f == kFp8Ch || f == kI8Ch) && g_bulk_auto);
 }
@@ -335,6 +345,8 @@ void set_quant_decode_override(int path, int kw, int u) {
 
 void set_w4_decode_rows(int rows) { g_w4_decode_rows = std::clamp(rows, 8, kW4DecodeMaxRows); }
 
+void set_quant_bulk_rows(int rows) { g_bulk_rows = std::clamp(rows, 8, kBulkMaxRows); }
+
 // F32 outputs (an 8-bit lm_head's logits) go through cuBLASLt too, FP8 past kLtMinRows rows and
 // INT8 past 32: Llama-3's lm_head (128,256 x 4,096) at 17-128 rows took 200-263 us there against
 // 223-1,112 on the kernels here, and INT8 at 17-32 rows 354-370 against 190-212, 48-128 rows
@@ -409,7 +421,8 @@ constexpr int64_t kFp8A16MinRows = 2;
 
 bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m) {
   const Fmt f = fmt_of(w.format);
-  if (f != kFp8Ch || w.input_scale.defined() || w.in_features % kChunk != 0 || !takes_bulk(f, m))
+  if (f != kFp8Ch || w.input_scale.defined() || w.in_features % kChunk != 0 || m > 8 ||
+      !takes_bulk(f, m))
     return false;
   return g_dec_path == 5 || (g_dec_path == 0 && g_fp8_a16_auto && m >= kFp8A16MinRows);
 }
@@ -655,8 +668,8 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   KITE_CUDA_OP_CHECK(out.numel() == m * half && out.size(-1) == half, kGatedOp,
                      "out must be [M, out_features / 2]");
   KITE_CUDA_OP_CHECK(quantized_silu_mul_applies(w, m), kGatedOp,
-                     "needs FP8 / INT8 per-channel or INT4 weights, at most 8 rows (INT4 at "
-                     "group 128: 32) and out_features a multiple of 16 (INT4: 32; "
+                     "needs FP8 / INT8 per-channel weights and at most 16 rows, or INT4 and at "
+                     "most 8 (at group 128: 32); out_features a multiple of 16 (INT4: 32; "
                      "quantized_silu_mul_applies)");
   KITE_CUDA_OP_CHECK(!bytes_overlap(x, out), kGatedOp, "out must not alias x");
   KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kGatedOp,
