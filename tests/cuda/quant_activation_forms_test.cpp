@@ -49,17 +49,17 @@ TEST(CudaQuantLinear, InBlockActivationQuantizationEqualsTheKernel) {
         }
 }
 
-// FP8 per channel at M <= 8 with BF16 activations (path 5, W8A16: the E4M3 codes and x turned
+// FP8 per channel at M <= 16 with BF16 activations (path 5, W8A16: the E4M3 codes and x turned
 // into f16 in the lanes, no activation quantization) against the host's dequantized weight
 // times x in double: within f32 rounding, while the W8A8 form (path 3) carries E4M3's
 // activation error, at least ten times larger, so the test fails if path 5 quantized x. An
 // activation of ~1e5, past f16's range, must come through (x is scaled into it). Plain (both
-// output dtypes) and gated. The automatic path takes W8A16 from two rows and W8A8 at one, bit
-// for bit. Where W8A16 does not apply (K not whole 64-channel chunks, input_scale), path 5 gives
-// path 3's output bit for bit.
+// output dtypes; 12 and 16 rows on the kernel's two token tiles) and gated. The automatic path
+// takes W8A16 from two rows and W8A8 at one, bit for bit. Where W8A16 does not apply (K not whole
+// 64-channel chunks, input_scale), path 5 gives path 3's output bit for bit.
 TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
   auto rng = test_rng();
-  for (int64_t m : {1, 2, 4, 8})
+  for (int64_t m : {1, 2, 4, 8, 12, 16})
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 1024}, {512, 14336}}) {
       const QuantizedWeight q = quantize_fp8_per_channel(random_host({n, k}, rng, -0.05f, 0.05f));
       const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
@@ -89,7 +89,7 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
       }
     }
   // Gated: silu(x Wg^T) * (x Wu^T) in BF16.
-  for (int64_t m : {1, 2, 8}) {
+  for (int64_t m : {1, 2, 8, 13}) {
     const int64_t inter = 256, k = 2048;
     const QuantizedWeight q =
         quantize_fp8_per_channel(random_host({2 * inter, k}, rng, -0.05f, 0.05f));
@@ -112,8 +112,9 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
     EXPECT_LE(e5, 3e-3) << "gated M=" << m;
     EXPECT_GE(e3, 2 * e5) << "gated M=" << m;
   }
-  // The rule as the library states it: from two rows to the bulk GEMV's eight, FP8 per channel
-  // only, K whole 64-channel chunks, no input_scale.
+  // The rule as the library states it: from two rows to the bulk GEMV's sixteen (past eight only
+  // on weights of at most 64 Mi elements), FP8 per channel only, K whole 64-channel chunks, no
+  // input_scale.
   {
     auto up = [&](QuantFormat f, int64_t k, bool smooth) {
       QuantizedWeight q = quantize_as(f, random_host({64, k}, rng, -0.05f, 0.05f));
@@ -122,8 +123,12 @@ TEST(CudaQuantLinear, Fp8WithBf16ActivationsMatchesTheDequantizedWeight) {
     };
     const DeviceQuantizedWeight fp8 = up(QuantFormat::kFp8PerChannel, 512, false);
     EXPECT_FALSE(quantized_linear_reads_bf16_activations(fp8, 1));
-    for (int64_t m = 2; m <= 8; ++m) EXPECT_TRUE(quantized_linear_reads_bf16_activations(fp8, m));
-    EXPECT_FALSE(quantized_linear_reads_bf16_activations(fp8, 9));
+    for (int64_t m = 2; m <= 16; ++m) EXPECT_TRUE(quantized_linear_reads_bf16_activations(fp8, m));
+    EXPECT_FALSE(quantized_linear_reads_bf16_activations(fp8, 17));
+    const DeviceQuantizedWeight wide =  // 16,384 x 4,160: 68 M elements, past 64 Mi
+        dummy_quantized(QuantFormat::kFp8PerChannel, 16384, 4160, 1, test_stream());
+    EXPECT_TRUE(quantized_linear_reads_bf16_activations(wide, 8));
+    EXPECT_FALSE(quantized_linear_reads_bf16_activations(wide, 9));
     EXPECT_FALSE(
         quantized_linear_reads_bf16_activations(up(QuantFormat::kFp8PerChannel, 1000, false), 2));
     EXPECT_FALSE(

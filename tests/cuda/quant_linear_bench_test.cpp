@@ -196,8 +196,8 @@ TEST(CudaQuantLinearBench, DISABLED_EightBitMidRows) {
   constexpr int kCopies = 4;
   const std::pair<int64_t, int64_t> shapes[] = {
       {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
-  std::printf("%-5s %3s %5s %6s %9s %9s %9s %9s %9s\n", "", "M", "N", "K", "bf16", "fp8_bulk",
-              "fp8_pre", "int8_bulk", "int8_pre");
+  std::printf("%-5s %3s %5s %6s %9s %9s %9s %9s %9s %9s\n", "", "M", "N", "K", "bf16", "fp8_bulk",
+              "fp8_w8a8", "fp8_pre", "int8_bulk", "int8_pre");
   for (const auto& [n, k] : shapes) {
     const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
     std::vector<DeviceQuantizedWeight> w8[2];
@@ -220,8 +220,11 @@ TEST(CudaQuantLinearBench, DISABLED_EightBitMidRows) {
           t[f][rows == 8] = time_quantized(dx, w8[f], y, m).second;
         }
       set_quant_bulk_rows(16);
-      std::printf("%-5s %3ld %5ld %6ld %9.2f %9.2f %9.2f %9.2f %9.2f\n", "mid", m, n, k, bt,
-                  t[0][0], t[0][1], t[1][0], t[1][1]);
+      set_quant_decode_override(3);  // FP8 on codes quantized by a kernel before (W8A8)
+      const double w8a8 = time_quantized(dx, w8[0], y, m).second;
+      set_quant_decode_override(0);
+      std::printf("%-5s %3ld %5ld %6ld %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", "mid", m, n, k, bt,
+                  t[0][0], w8a8, t[0][1], t[1][0], t[1][1]);
     }
     KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
   }

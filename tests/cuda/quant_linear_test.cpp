@@ -217,7 +217,8 @@ void run_decode(QuantFormat format) {
     m = m % 8 + 3;
   }
   // 8-bit codes from 9 to 16 rows on the bulk GEMV's two token tiles (9 and 12 leave the second
-  // one partly empty), over the same stage boundaries.
+  // one partly empty), over the same stage boundaries; FP8 also on BF16 x there (path 5, W8A16:
+  // what automatic mode takes; its reference is the dequantized weight, as run_case says).
   if (format != QuantFormat::kFp8PerChannel && format != QuantFormat::kInt8PerChannel) return;
   int i = 0;
   for (const auto& [n, k] : bulk_shapes)
@@ -227,6 +228,10 @@ void run_decode(QuantFormat format) {
              i % 3 == 0, i % 5 == 0, false, i % 4 < 2 ? DType::kF32 : DType::kBF16};
       c.dec_path = 3;
       run_case(c, rng);
+      if (format == QuantFormat::kFp8PerChannel && !c.input_scale) {
+        c.dec_path = 5;
+        run_case(c, rng);
+      }
     }
 }
 

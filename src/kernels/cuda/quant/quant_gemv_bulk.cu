@@ -148,12 +148,12 @@ struct Geometry {
 // A16 (FP8 per channel, KParams::xq_a16): x is BF16 [m, ldx], read like W4's activations, and
 // each lane turns its E4M3 codes (exactly) and x (times kA16XScale) into f16 for m16n8k16 MMAs
 // (W8A16: no activation quantization, so no block-wide amax and divisions before the first MMA).
-// NT (8-bit codes quantized by the kernel before): token tiles of 8 per MMA A fragment, so one
-// pass over the weight serves 8 NT rows; each tile's x codes are one more 16-byte load a lane
-// per chunk (from L2, as many bytes as the weight's at 16 rows), its sums 4 more registers and
-// 16 KB more of reduction buffers. Launched with NT = 2 (9-16 rows): 4 tiles (17-32 rows) measured
-// slower than cuBLASLt (FP8 down 4096 x 14336 at 32 rows 52.5 against 33.7 us, H100; ptxas
-// spills at the 96 registers 544 threads allow; BENCHMARKS.md run 34).
+// NT (8-bit codes quantized by the kernel before, or A16): token tiles of 8 per MMA A fragment,
+// so one pass over the weight serves 8 NT rows; each tile's x is one more 16-byte load a lane
+// per chunk (A16 two; from L2, as many bytes as the weight's at 16 rows), its sums 4 more
+// registers and 16 KB more of reduction buffers. Launched with NT = 2 (9-16 rows): 4 tiles (17-32
+// rows) measured slower than cuBLASLt (FP8 down 4096 x 14336 at 32 rows 52.5 against 33.7 us, H100;
+// ptxas spills at the 96 registers 544 threads allow; BENCHMARKS.md run 34).
 template <int F, typename TOut, bool FQ, bool GATED, bool A16 = false, int NT = 1>
 __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p) {
   using G = Geometry<F, NT>;
@@ -161,10 +161,10 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   constexpr bool kW4F = G::kW4F;
   constexpr int kStages = G::kStages;
   static_assert(!A16 || (F == kFp8Ch && !FQ), "BF16 activations are for FP8 per channel");
-  static_assert(NT == 1 || (!kW4F && !A16 && !FQ), "token tiles read pre-quantized 8-bit codes");
-  // 16-byte activation loads per lane per chunk: W4 / A16 two (one token tile), 8-bit one a
-  // token tile.
-  constexpr int XL = kW4F || A16 ? 2 : NT;
+  static_assert(NT == 1 || (!kW4F && !FQ), "token tiles read 8-bit codes or BF16 x from global");
+  // 16-byte activation loads per lane per chunk: W4 two, A16 two a token tile (j's at 2 j and
+  // 2 j + 1), 8-bit codes one a token tile.
+  constexpr int XL = kW4F ? 2 : A16 ? 2 * NT : NT;
   constexpr int WC = G::kWarpChunks;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * G::kStageBytes);
@@ -251,7 +251,17 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
       const int c = cw + u;
       const bool on = c < p.nchunks;
       if (on && tok_ok) {
-        if constexpr (kW4F || A16) {
+        if constexpr (A16) {
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {  // token tile j: token g + 8 j
+            const bool live = g + 8 * j < p.m;
+            const uint4* xp = reinterpret_cast<const uint4*>(
+                static_cast<const bf16*>(p.x) + static_cast<int64_t>(g + 8 * j) * p.ldx +
+                c * kChunk + 16 * t);
+            o.xv[u][2 * j] = live ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+            o.xv[u][2 * j + 1] = live ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+          }
+        } else if constexpr (kW4F) {
           const uint4* xp =
               reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) +
                                              static_cast<int64_t>(g) * p.ldx + c * kChunk + 16 * t);
@@ -331,8 +341,10 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
           const uint32_t a = word(w0, j), b = word(w1, j);
           const uint32_t f[4] = {e4m3x2_to_f16x2(a), e4m3x2_to_f16x2(b), e4m3x2_to_f16x2(a >> 16),
                                  e4m3x2_to_f16x2(b >> 16)};
-          mma_f16(acc[0], f, bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2)),
-                  bf16x2_to_scaled_f16x2(word(xv[u][j >> 1], (j & 1) * 2 + 1)));
+#pragma unroll
+          for (int n = 0; n < NT; ++n)  // token tile n's x words
+            mma_f16(acc[n], f, bf16x2_to_scaled_f16x2(word(xv[u][2 * n + (j >> 1)], (j & 1) * 2)),
+                    bf16x2_to_scaled_f16x2(word(xv[u][2 * n + (j >> 1)], (j & 1) * 2 + 1)));
         }
       } else {
         const uint8_t* r0 = stage + g * G::kRowPitch + cl * kChunk + 16 * t;
@@ -421,17 +433,18 @@ int qbulk_prewait_stages() {
   return stages;
 }
 
-// 9 to 16 rows (8-bit codes quantized by the kernel before): the kernel with 2 token tiles.
-template <int F, typename TOut, bool GATED, int NT>
+// 9 to 16 rows (8-bit codes quantized by the kernel before, or FP8 on BF16 x): the kernel
+// with 2 token tiles.
+template <int F, typename TOut, bool GATED, bool A16, int NT>
 void launch_token_tiles(const KParams& p, dim3 grid, cudaStream_t stream) {
   constexpr size_t kSmem = Geometry<F, NT>::kSmemBytes;
   static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED, false, NT>,
+    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED, A16, NT>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)ready;
-  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, false, NT>, grid, kThreads, kSmem, stream, p);
+  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, A16, NT>, grid, kThreads, kSmem, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
@@ -466,9 +479,12 @@ void launch_bulk(const KParams& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
   if constexpr (F != kW4) {
     if (p.m > 8) {
-      KITE_CUDA_OP_CHECK(p.m <= kBulkMaxRows && !p.xq_a16 && !p.xq_src, "qgemv_bulk",
-                         "9-16 rows are taken as pre-quantized 8-bit codes only");
-      return launch_token_tiles<F, TOut, GATED, 2>(p, grid, stream);
+      KITE_CUDA_OP_CHECK(p.m <= kBulkMaxRows && !p.xq_src, "qgemv_bulk",
+                         "9-16 rows are taken as codes quantized before or BF16 x (FP8)");
+      if constexpr (F == kFp8Ch) {
+        if (p.xq_a16) return launch_token_tiles<F, TOut, GATED, true, 2>(p, grid, stream);
+      }
+      return launch_token_tiles<F, TOut, GATED, false, 2>(p, grid, stream);
     }
   }
   if constexpr (F == kFp8Ch) {

@@ -254,7 +254,7 @@ bool takes_bulk(Fmt f, int64_t m) {
   if (f == kFp8Blk) return false;
   if (m > 8)
     return (f == kFp8Ch || f == kI8Ch) && m <= g_bulk_rows &&
-           (g_dec_path == 3 || (g_dec_path == 0 && g_bulk_auto));
+           (g_dec_path >= 3 || (g_dec_path == 0 && g_bulk_auto));
   return g_dec_path == 3 || g_dec_path == 4 || g_dec_path == 5 ||
          (g_dec_path == 0 && (f == kFp8Ch || f == kI8Ch) && g_bulk_auto);
 }
@@ -416,15 +416,24 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 // ms, batch 4 3.42 against 3.81, batch 8 3.59 against 3.97; DeepSeek-V2-Lite 3-8 % less
 // (BENCHMARKS.md, run 29). At one row Llama-3-8B's step was 5 % slower with it (run 28), so
 // one row keeps W8A8. KITE_CUDA_FP8_DECODE_A16=0 keeps every row count on W8A8 (an A/B switch).
+// From 9 to 16 rows (two token tiles) W8A16 saves the activation-quantization launch before the
+// GEMV but doubles its x conversions and MMAs: it pays on weights of up to 64 Mi elements
+// (Llama-3-8B's q/k/v, o, down: decode steps at batch 9-16 3-4 % faster, DeepSeek-V2-Lite
+// 1.4-1.9 %) and not on the stacked gate_up (117 M: 50.4 against 46.7 us at 9 rows), whose
+// consumers set its pace (H100, BENCHMARKS.md run 34). KITE_CUDA_FP8_A16_ROWS=8 keeps 9-16 rows on
+// W8A8 (an A/B switch).
 const bool g_fp8_a16_auto = !env_switched_off("KITE_CUDA_FP8_DECODE_A16");
 constexpr int64_t kFp8A16MinRows = 2;
+const int64_t g_fp8_a16_max_rows = env_number("KITE_CUDA_FP8_A16_ROWS", kBulkMaxRows);
+constexpr int64_t kFp8A16MidMaxElems = int64_t{64} << 20;
 
 bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m) {
   const Fmt f = fmt_of(w.format);
-  if (f != kFp8Ch || w.input_scale.defined() || w.in_features % kChunk != 0 || m > 8 ||
-      !takes_bulk(f, m))
+  if (f != kFp8Ch || w.input_scale.defined() || w.in_features % kChunk != 0 || !takes_bulk(f, m))
     return false;
-  return g_dec_path == 5 || (g_dec_path == 0 && g_fp8_a16_auto && m >= kFp8A16MinRows);
+  if (g_dec_path == 5) return true;
+  if (m > 8 && w.out_features * w.in_features > kFp8A16MidMaxElems) return false;
+  return g_dec_path == 0 && g_fp8_a16_auto && m >= kFp8A16MinRows && m <= g_fp8_a16_max_rows;
 }
 
 namespace {

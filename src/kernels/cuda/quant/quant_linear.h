@@ -21,26 +21,26 @@
 // Decode (M <= 8): kFp8PerChannel and kInt8PerChannel by default take the bulk-copy GEMV
 // (quant_gemv_bulk.cu: a persistent block per SM, a producer thread streaming the codes into a
 // shared-memory ring with cp.async.bulk, 16 consumer warps on the same MMAs and fragment
-// orders; from 9 to 16 rows with 2 token tiles of 8 per weight tile, activations quantized by
-// a kernel before); kInt4Group and kFp8Block take qdec_kernel (faster for W4A16 than the bulk GEMV
-// on the H200), which streams the same layouts GEMV-style: one 16-row tile per block, K split over
-// up to 16 warps (one wave of the grid), each warp a contiguous run of chunks with 4 (FP8 block: 2)
-// chunks' code loads in flight in a register ring, same MMAs and fragment orders (identical
-// numerics), programmatic dependent launch. W4A16 at group 128 (an even chunk count) stays on it
-// from 9 to 32 rows (set_w4_decode_rows): token tiles of 8 over one stream of the weight, past 24
-// rows only on weights the wgmma GEMM below does not fill the SMs with (not the stacked gate_up).
-// W4A16 from 9 to 128 rows, where the decode kernel does not take it, takes a GEMM on Hopper's
-// warpgroup MMA (quant_w4_wgmma.cu) where it measured faster (w4_wgmma_wins: the stacked gate_up
-// from 9 rows, q/k/v and long weights (down) from 33, every weight from 65; K split on long
-// weights): each warp dequantizes its 16-row tile into wgmma A registers with the same w4_frag,
-// and the tensor cores read x from a swizzled shared-memory tile (x prepared in the codes' k
-// order by launch_w4_prep), instead of every 32-row block and warp reading x through L1; the
-// rest stays on the tensor-core kernel, whose warps split K. Tokens are tiled 64 per block (grid.y
-// over larger M); each block re-streams its weight rows, so a large prefill would read the weight
-// M/64 times. Hence the large-M routes through cuBLASLt: FP8 / INT8 per channel above 16 rows
-// (fp8_gemm_lt.h: FP8 x FP8 with outer-vector scales; S8 x S8 -> S32, then the scales), W4A16 above
-// 128 rows (w4_dequant.h: W expanded to BF16, then a BF16 GEMM; each weight rounded to BF16 there).
-// FP8 block stays on the kernel.
+// orders; from 9 to 16 rows with 2 token tiles of 8 per weight tile, on activation codes
+// quantized by a kernel before or, FP8 on smaller weights, BF16 x); kInt4Group and kFp8Block take
+// qdec_kernel (faster for W4A16 than the bulk GEMV on the H200), which streams the same layouts
+// GEMV-style: one 16-row tile per block, K split over up to 16 warps (one wave of the grid), each
+// warp a contiguous run of chunks with 4 (FP8 block: 2) chunks' code loads in flight in a register
+// ring, same MMAs and fragment orders (identical numerics), programmatic dependent launch. W4A16 at
+// group 128 (an even chunk count) stays on it from 9 to 32 rows (set_w4_decode_rows): token tiles
+// of 8 over one stream of the weight, past 24 rows only on weights the wgmma GEMM below does not
+// fill the SMs with (not the stacked gate_up). W4A16 from 9 to 128 rows, where the decode kernel
+// does not take it, takes a GEMM on Hopper's warpgroup MMA (quant_w4_wgmma.cu) where it measured
+// faster (w4_wgmma_wins: the stacked gate_up from 9 rows, q/k/v and long weights (down) from 33,
+// every weight from 65; K split on long weights): each warp dequantizes its 16-row tile into wgmma
+// A registers with the same w4_frag, and the tensor cores read x from a swizzled shared-memory tile
+// (x prepared in the codes' k order by launch_w4_prep), instead of every 32-row block and warp
+// reading x through L1; the rest stays on the tensor-core kernel, whose warps split K. Tokens are
+// tiled 64 per block (grid.y over larger M); each block re-streams its weight rows, so a large
+// prefill would read the weight M/64 times. Hence the large-M routes through cuBLASLt: FP8 / INT8
+// per channel above 16 rows (fp8_gemm_lt.h: FP8 x FP8 with outer-vector scales; S8 x S8 -> S32,
+// then the scales), W4A16 above 128 rows (w4_dequant.h: W expanded to BF16, then a BF16 GEMM; each
+// weight rounded to BF16 there). FP8 block stays on the kernel.
 //
 // Device layouts (DeviceQuantizedWeight), N_pad = round_up(N, 64), K_pad = round_up(K, 64):
 //   kInt4Group      codes U8 [N_pad/16, K_pad/64, 32 lanes, 16 bytes]: each 16-row x 64-channel
@@ -120,8 +120,9 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream);
 // Whether quantized_linear computes M rows of w from the BF16 activations as they are (W8A16:
-// FP8 per channel on the bulk GEMV from two to eight rows, K whole 64-channel chunks, no
-// input_scale; KITE_CUDA_FP8_DECODE_A16=0 turns it off) rather than from per-token activation
+// FP8 per channel on the bulk GEMV from two to eight rows, and to sixteen on weights of at most
+// 64 Mi elements, K whole 64-channel chunks, no input_scale; KITE_CUDA_FP8_DECODE_A16=0 turns
+// it off, KITE_CUDA_FP8_A16_ROWS=8 past eight rows) rather than from per-token activation
 // codes (W8A8). Its results then differ from ops::quantized_linear's by the activation codes'
 // rounding, which it does not have.
 bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int64_t m);
@@ -139,8 +140,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 // out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
 // weight [2I, K], in one launch (no bias). Applies (quantized_silu_mul_applies) to FP8 / INT8
 // per channel on the bulk GEMV (M <= 16, set_quant_bulk_rows) with I % 8 == 0 (at M <= 2
-// quantizing the activations in-block; FP8 from two to eight rows reading them as BF16, as
-// quantized_linear does), and
+// quantizing the activations in-block; FP8 from two rows reading them as BF16 where
+// quantized_linear_reads_bf16_activations says so), and
 // to INT4 on the decode kernel with I % 16 == 0 at M <= 8 and where its lean form takes the
 // linear past that (to 32 rows);
 // KITE_CUDA_QGEMV_GATED=0 turns it off, KITE_CUDA_QGEMV_GATED_FQ=0 only FP8 / INT8 at M <= 2.
@@ -174,8 +175,9 @@ void set_w4_wgmma_shape(int nt, int wg, int splits = 0);
 // (8 to 32, token tiles of 8; default 32, KITE_CUDA_W4_DECODE_WIDE=0: 8), past them the GEMMs.
 void set_w4_decode_rows(int rows);
 // Per-channel FP8 / INT8 on the bulk GEMV up to this many rows (8 to 16; default 16,
-// KITE_CUDA_QBULK_ROWS): from 9 rows with two token tiles a weight tile, their activations
-// quantized by a kernel before (W8A8), instead of the tensor-core kernel.
+// KITE_CUDA_QBULK_ROWS): from 9 rows with two token tiles a weight tile, on activations quantized
+// by a kernel before (W8A8) or, FP8 on smaller weights, on BF16 x (W8A16), instead of the
+// tensor-core kernel.
 void set_quant_bulk_rows(int rows);
 
 }  // namespace kite::cuda
