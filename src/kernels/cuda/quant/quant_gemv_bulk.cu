@@ -433,18 +433,19 @@ int qbulk_prewait_stages() {
   return stages;
 }
 
-// 9 to 16 rows (8-bit codes quantized by the kernel before, or FP8 on BF16 x): the kernel
-// with 2 token tiles.
-template <int F, typename TOut, bool GATED, bool A16, int NT>
-void launch_token_tiles(const KParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr size_t kSmem = Geometry<F, NT>::kSmemBytes;
-  static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED, A16, NT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+// One instantiation of the kernel: its shared-memory limit raised to max_smem on its first
+// launch, then launched with smem bytes.
+template <int F, typename TOut, bool FQ, bool GATED, bool A16, int NT>
+void launch_instance(const KParams& p, dim3 grid, size_t smem, size_t max_smem,
+                     cudaStream_t stream) {
+  constexpr auto kernel = qgemv_bulk_kernel<F, TOut, FQ, GATED, A16, NT>;
+  static const bool ready = [max_smem] {
+    KITE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
     return true;
   }();
   (void)ready;
-  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, A16, NT>, grid, kThreads, kSmem, stream, p);
+  launch_pdl(kernel, grid, kThreads, smem, stream, p);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
@@ -455,57 +456,35 @@ void launch_bulk(const KParams& args, cudaStream_t stream) {
   // the lean decode kernel takes it) keeps its whole ring, the form measured for it.
   KParams p = args;
   p.prewait_stages = F == kW4 ? 0 : qbulk_prewait_stages();
-  using G = Geometry<F>;
-  // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
-  constexpr int kFusedExtra = 8 * 4 + kWarps * 4;
-  constexpr bool kCanFuse = F == kFp8Ch || F == kI8Ch;
-  static const bool ready = [] {
-    KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         G::kSmemBytes));
-    if constexpr (kCanFuse)
-      KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, true, GATED>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           G::kSmemBytes + kFusedQuantMaxBytes + kFusedExtra));
-    if constexpr (F == kFp8Ch)
-      KITE_CUDA_CHECK(cudaFuncSetAttribute(qgemv_bulk_kernel<F, TOut, false, GATED, true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           G::kSmemBytes));
-    return true;
-  }();
-  (void)ready;
+  constexpr size_t kSmem = Geometry<F>::kSmemBytes;
   const int tiles = GATED ? p.n / (kTileRows / 2) : p.n_pad / kTileRows;
   const int sms = device_properties().multiProcessorCount;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
   if constexpr (F != kW4) {
+    // 9 to 16 rows: two token tiles, on codes quantized by a kernel before or (FP8) BF16 x.
     if (p.m > 8) {
       KITE_CUDA_OP_CHECK(p.m <= kBulkMaxRows && !p.xq_src, "qgemv_bulk",
                          "9-16 rows are taken as codes quantized before or BF16 x (FP8)");
+      constexpr size_t kSmem2 = Geometry<F, 2>::kSmemBytes;
       if constexpr (F == kFp8Ch) {
-        if (p.xq_a16) return launch_token_tiles<F, TOut, GATED, true, 2>(p, grid, stream);
+        if (p.xq_a16)
+          return launch_instance<F, TOut, false, GATED, true, 2>(p, grid, kSmem2, kSmem2, stream);
       }
-      return launch_token_tiles<F, TOut, GATED, false, 2>(p, grid, stream);
+      return launch_instance<F, TOut, false, GATED, false, 2>(p, grid, kSmem2, kSmem2, stream);
     }
-  }
-  if constexpr (F == kFp8Ch) {
-    if (p.xq_a16) {  // W8A16: x is BF16
-      launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED, true>, grid, kThreads, G::kSmemBytes,
-                 stream, p);
-      KITE_CUDA_CHECK_LAUNCH();
-      return;
+    if constexpr (F == kFp8Ch) {
+      if (p.xq_a16)  // W8A16: x is BF16
+        return launch_instance<F, TOut, false, GATED, true, 1>(p, grid, kSmem, kSmem, stream);
     }
-  }
-  if constexpr (kCanFuse) {
     if (p.xq_src) {
-      const size_t smem =
-          G::kSmemBytes + static_cast<size_t>(p.m) * p.nchunks * kChunk + kFusedExtra;
-      launch_pdl(qgemv_bulk_kernel<F, TOut, true, GATED>, grid, kThreads, smem, stream, p);
-      KITE_CUDA_CHECK_LAUNCH();
-      return;
+      // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
+      constexpr size_t kFusedExtra = 8 * 4 + kWarps * 4;
+      const size_t smem = kSmem + static_cast<size_t>(p.m) * p.nchunks * kChunk + kFusedExtra;
+      return launch_instance<F, TOut, true, GATED, false, 1>(
+          p, grid, smem, kSmem + kFusedQuantMaxBytes + kFusedExtra, stream);
     }
   }
-  launch_pdl(qgemv_bulk_kernel<F, TOut, false, GATED>, grid, kThreads, G::kSmemBytes, stream, p);
-  KITE_CUDA_CHECK_LAUNCH();
+  launch_instance<F, TOut, false, GATED, false, 1>(p, grid, kSmem, kSmem, stream);
 }
 
 }  // namespace
