@@ -1,9 +1,9 @@
-// The quantized decode GEMV (M <= 8) as a stream through shared memory, the quantized twin of
-// gemm/gemv_bulk.cu: one persistent block per SM, one producer thread copying the weight's
-// codes with Hopper's bulk copy engine (cp.async.bulk) into a ring of ~128 KB (W4: 8 stages of
-// 16 KB, 8-bit: 4 of 33 KB) while 16 consumer warps run the same tensor-core MMAs and fragment
-// orders as qdec_kernel (quant_linear.cu) on it. Why: the register-ring decode kernel and the
-// tensor-core kernel keep a few 16-byte loads per lane in flight, which left the per-channel
+// The quantized decode GEMV (M <= 8; FP8 / INT8 to 16 rows) as a stream through shared memory, the
+// quantized twin of gemm/gemv_bulk.cu: one persistent block per SM, one producer thread copying the
+// weight's codes with Hopper's bulk copy engine (cp.async.bulk) into a ring of ~128 KB (W4: 8
+// stages of 16 KB, 8-bit: 4 of 33 KB) while 16 consumer warps run the same tensor-core MMAs and
+// fragment orders as qdec_kernel (quant_linear.cu) on it. Why: the register-ring decode kernel and
+// the tensor-core kernel keep a few 16-byte loads per lane in flight, which left the per-channel
 // FP8/INT8 GEMVs at ~2.2-2.4 TB/s on the H200; this one streams them at ~2.7-3.0 TB/s
 // (BENCHMARKS.md, run 6). W4A16 stays on qdec_kernel by default: here its consumers (dequant,
 // MMA chains and group-scale loads) and not the copies set the pace (~1.5 against ~1.9 TB/s).

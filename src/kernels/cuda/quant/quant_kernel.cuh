@@ -227,8 +227,7 @@ void launch_qdec(const KParams& p, const DecodeOverride& o, cudaStream_t stream)
 void launch_qdec_w4_silu(const KParams& p, const DecodeOverride& o, cudaStream_t stream);
 
 // The bulk-copy decode GEMV (quant_gemv_bulk.cu) for M <= 8: kW4, kFp8Ch and kI8Ch; the 8-bit
-// formats up to kBulkMaxRows when their activations are codes quantized before (not xq_a16 or
-// xq_src).
+// formats up to kBulkMaxRows on codes quantized before or (FP8) BF16 x (xq_a16), not xq_src.
 constexpr int kBulkMaxRows = 16;
 template <int F, typename TOut>
 void launch_qgemv_bulk(const KParams& p, cudaStream_t stream);
