@@ -83,6 +83,16 @@ std::pair<double, double> time_us(Fn&& fn, int copies) {
   return {t1[t1.size() / 2] * 1e3, t2[t2.size() / 2] * 1e3};
 }
 
+// Llama-3-8B's four decode linears (N, K): down, o, q/k/v, the stacked gate_up.
+constexpr std::pair<int64_t, int64_t> kLlamaDecodeShapes[] = {
+    {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};
+
+// time_us of BF16's cuda::linear over the weight copies `wb` (M rows of dx into y).
+std::pair<double, double> time_bf16(const Tensor& dx, const std::vector<Tensor>& wb, Tensor& y) {
+  return time_us([&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); },
+                 static_cast<int>(wb.size()));
+}
+
 // time_us of quantized_linear over the weight copies `w` (M rows of dx into y), with a workspace
 // sized for the route the overrides set now.
 std::pair<double, double> time_quantized(const Tensor& dx,
@@ -122,8 +132,7 @@ TEST(CudaQuantLinearBench, DISABLED_Bench) {
     for (int64_t m : {1, 2, 4, 8}) {
       const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
       Tensor y = device_empty({m, n}, DType::kBF16);
-      const auto [bs, bt] = time_us(
-          [&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies);
+      const auto [bs, bt] = time_bf16(dx, wb, y);
       const double bbytes = static_cast<double>(n * k * 2);
       std::printf("%-17s %-7s %2ld %5ld %6ld %9.2f %9.2f %8.1f %6.1f %6.2f\n", "bf16", "gemv", m, n,
                   k, bs, bt, bbytes / bt / 1e3, bbytes / 1e6, 1.0);
@@ -173,9 +182,7 @@ TEST(CudaQuantLinearBench, DISABLED_LmHead) {
   for (int64_t m : {1, 9, 16, 17, 24, 32, 48, 64, 96, 128}) {
     const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
     Tensor y = device_empty({m, n}, DType::kF32);
-    const double bt =
-        time_us([&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies)
-            .second;
+    const double bt = time_bf16(dx, wb, y).second;
     std::printf("%-17s %3ld %9.2f %8.1f %8.2f\n", "bf16", m, bt,
                 static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
     for (size_t fi = 0; fi < 2; ++fi) {
@@ -194,11 +201,9 @@ TEST(CudaQuantLinearBench, DISABLED_LmHead) {
 // activation-quantization launch included).
 TEST(CudaQuantLinearBench, DISABLED_EightBitMidRows) {
   constexpr int kCopies = 4;
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
   std::printf("%-5s %3s %5s %6s %9s %9s %9s %9s %9s %9s\n", "", "M", "N", "K", "bf16", "fp8_bulk",
               "fp8_w8a8", "fp8_pre", "int8_bulk", "int8_pre");
-  for (const auto& [n, k] : shapes) {
+  for (const auto& [n, k] : kLlamaDecodeShapes) {
     const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
     std::vector<DeviceQuantizedWeight> w8[2];
     for (int c = 0; c < kCopies; ++c) {
@@ -209,10 +214,7 @@ TEST(CudaQuantLinearBench, DISABLED_EightBitMidRows) {
     for (int64_t m : {9, 12, 16}) {
       const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
       Tensor y = device_empty({m, n}, DType::kBF16);
-      const double bt =
-          time_us([&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); },
-                  kCopies)
-              .second;
+      const double bt = time_bf16(dx, wb, y).second;
       double t[2][2];
       for (int f = 0; f < 2; ++f)
         for (int rows : {16, 8}) {
@@ -232,15 +234,13 @@ TEST(CudaQuantLinearBench, DISABLED_EightBitMidRows) {
 
 TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
   constexpr int kCopies = 4;
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {4096, 14336}, {4096, 4096}, {6144, 4096}, {28672, 4096}};  // (N, K)
   const QuantFormat formats[] = {QuantFormat::kInt4Group, QuantFormat::kFp8PerChannel,
                                  QuantFormat::kInt8PerChannel, QuantFormat::kFp8Block};
   std::printf("%-17s %3s %5s %6s %9s %8s %8s\n", "format", "M", "N", "K", "us_stream", "GB/s",
               "x_bf16");
   const char* only_n = std::getenv("KITE_MIDBATCH_N");  // one shape only (profiling)
   const char* only_m = std::getenv("KITE_MIDBATCH_M");  // one row count only
-  for (const auto& [n, k] : shapes) {
+  for (const auto& [n, k] : kLlamaDecodeShapes) {
     if (only_n && std::atoll(only_n) != n) continue;
     const std::vector<Tensor> wb = random_bf16_copies(n, k, kCopies);
     std::vector<std::vector<DeviceQuantizedWeight>> wq;
@@ -254,8 +254,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
       if (only_m && std::atoll(only_m) != m) continue;
       const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
       Tensor y = device_empty({m, n}, DType::kBF16);
-      const double bt = time_us(
-          [&](int c) { linear(test_blas(), dx, wb[c], nullptr, y, test_stream()); }, kCopies).second;
+      const double bt = time_bf16(dx, wb, y).second;
       std::printf("%-17s %3ld %5ld %6ld %9.2f %8.1f %8.2f\n", "bf16", m, n, k, bt,
                   static_cast<double>(n * k * 2) / bt / 1e3, 1.0);
       for (size_t fi = 0; fi < 4; ++fi) {

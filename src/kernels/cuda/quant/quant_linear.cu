@@ -252,11 +252,9 @@ int g_bulk_rows = static_cast<int>(
     std::clamp<long long>(env_number("KITE_CUDA_QBULK_ROWS", kBulkMaxRows), 8, kBulkMaxRows));
 bool takes_bulk(Fmt f, int64_t m) {
   if (f == kFp8Blk) return false;
-  if (m > 8)
-    return (f == kFp8Ch || f == kI8Ch) && m <= g_bulk_rows &&
-           (g_dec_path >= 3 || (g_dec_path == 0 && g_bulk_auto));
-  return g_dec_path == 3 || g_dec_path == 4 || g_dec_path == 5 ||
-         (g_dec_path == 0 && (f == kFp8Ch || f == kI8Ch) && g_bulk_auto);
+  const bool eight_bit = f == kFp8Ch || f == kI8Ch;
+  if (m > (eight_bit ? g_bulk_rows : 8)) return false;
+  return g_dec_path >= 3 || (g_dec_path == 0 && eight_bit && g_bulk_auto);
 }
 
 // Whether the bulk GEMV quantizes the activations itself (KParams::xq_src; path 4 and the
@@ -363,6 +361,7 @@ bool lt_takes_output(Fmt f, int64_t m, const Tensor& y) {
 
 // Rows above which FP8 / INT8 per channel prefer cuBLASLt (fp8_gemm_lt.h) to the kernels here.
 constexpr int64_t kLtMinRows = 16;
+static_assert(kLtMinRows >= kBulkMaxRows, "cuBLASLt's rows start past the bulk GEMV's");
 // Rows one launch sequence takes (quantized_linear_split slices larger M).
 constexpr int64_t kMaxRowsPerCall = 32768;
 // Rows above which W4A16 expands its weight to BF16 for one cuBLASLt GEMM (w4_dequant.h).
