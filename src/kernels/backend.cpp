@@ -35,9 +35,15 @@ Result<Tensor> Backend::stacked_weight(const WeightStore& store,
 }
 
 void Backend::quantized_linear(const Tensor& x, const QuantizedWeight* host, const void*,
-                               const Tensor* bias, Tensor& y) {
+                               const Tensor* bias, Tensor& y, const Tensor*) {
   if (!host) throw std::invalid_argument("quantized_linear: this backend needs the host form");
-  ops::quantized_linear(x, *host, bias, y);
+  ops::quantized_linear(x, *host, bias, y);  // from x itself: no backend here makes codes
+}
+
+void Backend::add_rms_norm_codes(Tensor&, const Tensor&, const Tensor&, float, Tensor&, const void*,
+                                 Tensor&) {
+  throw std::logic_error("add_rms_norm_codes: " + name() +
+                         " makes no activation codes (norm_activation_codes_bytes is 0)");
 }
 
 void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* bias,
@@ -58,13 +64,13 @@ void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* 
 
 void Backend::quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
                                      const void* prepared, const Tensor* bias,
-                                     std::span<Tensor* const> outs) {
+                                     std::span<Tensor* const> outs, const Tensor* codes) {
   if (outs.empty()) throw std::invalid_argument("quantized_linear_split: no outputs");
   int64_t width = 0;
   for (const Tensor* out : outs) width += out->size(-1);
   const int64_t m = outs[0]->numel() / std::max<int64_t>(1, outs[0]->size(-1));
   Tensor y = empty({m, width}, outs[0]->dtype());
-  quantized_linear(x, host, prepared, bias, y);
+  quantized_linear(x, host, prepared, bias, y, codes);
   int64_t col = 0;
   for (Tensor* out : outs) {
     copy_columns(y, col, *out, 0, out->size(-1));
@@ -100,9 +106,9 @@ void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& ou
 }
 
 void Backend::quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
-                                        const void* prepared, Tensor& out) {
+                                        const void* prepared, Tensor& out, const Tensor* codes) {
   Tensor both = empty({out.numel() / out.size(-1), 2 * out.size(-1)}, out.dtype());
-  quantized_linear(x, host, prepared, nullptr, both);
+  quantized_linear(x, host, prepared, nullptr, both, codes);
   silu_mul(both, out);
 }
 

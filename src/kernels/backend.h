@@ -143,9 +143,20 @@ class Backend {
     return nullptr;
   }
   // y = the quantized linear of kernels/quant_ops.h, from the host form (`host`, CPU) or the
-  // prepared form (`prepared`, from prepare_quantized / dummy_quantized).
+  // prepared form (`prepared`, from prepare_quantized / dummy_quantized). `codes`: x's
+  // activation codes made by the norm that wrote x (add_rms_norm_codes), or null.
   virtual void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
-                                const Tensor* bias, Tensor& y);
+                                const Tensor* bias, Tensor& y, const Tensor* codes = nullptr);
+  // Bytes of the activation codes the prepared linear reads at `rows` rows of input where the
+  // norm that writes that input can make them (add_rms_norm_codes), sparing the linear its own
+  // quantization launch; 0 where it reads none (the default; the CUDA backend's FP8 / INT8 per
+  // channel linears where a kernel before the GEMV / GEMM would make them).
+  virtual int64_t norm_activation_codes_bytes(const void* prepared, int64_t rows) { return 0; }
+  // add_rms_norm, and out's activation codes for the prepared linear that reads out into
+  // `codes` (U8, norm_activation_codes_bytes > 0 of them), to be passed to that linear. Called
+  // only where norm_activation_codes_bytes is not 0 (the default throws).
+  virtual void add_rms_norm_codes(Tensor& residual, const Tensor& x, const Tensor& weight,
+                                  float eps, Tensor& out, const void* prepared, Tensor& codes);
   // linear() of a stacked weight whose output features split into consecutive parts, each
   // written to its own [M, width] tensor (q, k and v of one attention input). The default runs
   // linear() and copies the columns out; the CUDA backend's decode GEMV writes them directly.
@@ -155,7 +166,7 @@ class Backend {
   // the CUDA backend's quantized kernels write the parts directly).
   virtual void quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
                                       const void* prepared, const Tensor* bias,
-                                      std::span<Tensor* const> outs);
+                                      std::span<Tensor* const> outs, const Tensor* codes = nullptr);
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   // rms_norm in place over the first `width` columns of each row of x [rows, C] (weight
   // [width]), the rest untouched: MLA's latent row [c_kv | k_rope]. The default copies the
@@ -172,7 +183,8 @@ class Backend {
   // quantized_linear). The default runs quantized_linear() then silu_mul(); the CUDA backend's
   // FP8 / INT8 decode GEMV does both in one pass.
   virtual void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
-                                         const void* prepared, Tensor& out);
+                                         const void* prepared, Tensor& out,
+                                         const Tensor* codes = nullptr);
   // out[t] = table[step token t].
   virtual void embedding(const Tensor& table, Tensor& out) = 0;
   // The attention input step, with the step's cos/sin and slots: rotates q's dims

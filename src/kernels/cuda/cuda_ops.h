@@ -33,10 +33,23 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cud
 void rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, float eps,
                      cudaStream_t stream);
 
+// Per-token activation codes of a norm's output for the FP8 / INT8 per-channel linear that
+// reads it (quant/quant_activation.h's launch_act_quant_token made from `out`): q [rows, ldq]
+// (codes of out * input_scale / scale, zeros past the hidden size), scale [rows].
+struct NormActivationCodes {
+  uint8_t* q = nullptr;
+  float* scale = nullptr;
+  const float* input_scale = nullptr;  // or null
+  int ldq = 0;
+  bool int8 = false;
+};
+
 // residual += x (stored rounded to the dtype); out = rms_norm(residual) * weight, normalising
-// the stored residual. out may alias x, never residual.
+// the stored residual. out may alias x, never residual. With `codes` (BF16, the hidden size a
+// multiple of 8), also out's activation codes, bit for bit launch_act_quant_token's from out:
+// the quantized linear after the norm then needs no quantization launch of its own.
 void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const NormActivationCodes* codes = nullptr);
 
 // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]. Unlike the CPU op, out must not overlap
 // gate_up: rows run in parallel, so an in-place write would race with other rows' reads.

@@ -14,6 +14,17 @@ namespace {
 // per sequence, so the rows of a big batch simply take a few calls.
 constexpr int64_t kQuantizedLmHeadRows = 128;
 
+// The one linear that reads a layer's attention / FFN input, where there is one (not MLA's, nor
+// a MoE's router and experts).
+const Linear* attention_input(const DecoderLayer& layer) {
+  const auto* gqa = std::get_if<GqaAttention>(&layer.attention);
+  return gqa ? &gqa->input_linear() : nullptr;
+}
+const Linear* ffn_input(const DecoderLayer& layer) {
+  const auto* mlp = std::get_if<GatedMlp>(&layer.ffn);
+  return mlp ? &mlp->input_linear() : nullptr;
+}
+
 }  // namespace
 
 Status DecoderStack::load_embeddings(const WeightStore& w) {
@@ -56,11 +67,35 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
   be.begin_step(batch, cos, sin, cache.block_size());
   StepContext ctx{&be, &batch};
 
+  // Only the requested rows go through lm_head (usually one per sequence).
+  const int64_t n = static_cast<int64_t>(batch.logits_indices.size());
+  bool all_rows = n == t;  // decode: every row, in order (no gather; nothing to upload)
+  for (int64_t i = 0; all_rows && i < n; ++i) all_rows = batch.logits_indices[i] == i;
+
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Tensor residual = be.empty({t, d});
   be.embedding(embed_, residual);
   Tensor h = be.empty({t, d});
   be.rms_norm(residual, layers_[0].input_norm, eps, h);
+  // Where the quantized linear that reads h next reads activation codes of h (q/k/v, gate_up,
+  // the lm_head on all rows in one call; Backend::norm_activation_codes_bytes), the norm that
+  // writes h makes them: one buffer, as each norm's codes are read before the next norm runs.
+  const Linear* lm_head_input = all_rows && t <= kQuantizedLmHeadRows ? &lm_head_ : nullptr;
+  int64_t codes_bytes = lm_head_input ? lm_head_input->norm_codes_bytes(be, t) : 0;
+  for (const DecoderLayer& layer : layers_)
+    for (const Linear* reader : {attention_input(layer), ffn_input(layer)})
+      if (reader) codes_bytes = std::max(codes_bytes, reader->norm_codes_bytes(be, t));
+  Tensor codes = codes_bytes ? be.empty({codes_bytes}, DType::kU8) : Tensor();
+  const Tensor* h_codes = nullptr;  // h's codes for the linear that reads it, if made
+  auto norm_into_h = [&](const Tensor& x, const Tensor& weight, const Linear* reader) {
+    if (reader && codes_bytes && reader->norm_codes_bytes(be, t)) {
+      be.add_rms_norm_codes(residual, x, weight, eps, h, reader->prepared.get(), codes);
+      h_codes = &codes;
+    } else {
+      be.add_rms_norm(residual, x, weight, eps, h);
+      h_codes = nullptr;
+    }
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
     // The layer's activations die with it: its output is added into `residual` and normed into
     // `h`, both made above. Without this a prefill step held every layer's at once (Llama-3-8B
@@ -75,29 +110,33 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
           if constexpr (std::is_same_v<T, MlaAttention>) {
             return attn.forward(h, ctx, cache.k(l));
           } else {
-            return attn.forward(h, ctx, cache.k(l), cache.v(l));
+            return attn.forward(h, ctx, cache.k(l), cache.v(l), h_codes);
           }
         },
         layer.attention);
-    be.add_rms_norm(residual, attn_out, layer.post_attn_norm, eps, h);
-    Tensor ffn_out = std::visit([&](auto& ffn) { return ffn.forward(be, h); }, layer.ffn);
-    const Tensor& next_norm = l + 1 < layers_.size() ? layers_[l + 1].input_norm : final_norm_;
-    be.add_rms_norm(residual, ffn_out, next_norm, eps, h);
+    norm_into_h(attn_out, layer.post_attn_norm, ffn_input(layer));
+    Tensor ffn_out = std::visit(
+        [&](auto& ffn) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(ffn)>, GatedMlp>)
+            return ffn.forward(be, h, h_codes);
+          else
+            return ffn.forward(be, h);
+        },
+        layer.ffn);
+    const bool last = l + 1 == layers_.size();
+    norm_into_h(ffn_out, last ? final_norm_ : layers_[l + 1].input_norm,
+                last ? lm_head_input : attention_input(layers_[l + 1]));
   }
 
-  // Only the requested rows go through lm_head (usually one per sequence).
-  const int64_t n = static_cast<int64_t>(batch.logits_indices.size());
   if (n == 0) return be.empty({0, config_.vocab_size}, DType::kF32);
-  bool all_rows = n == t;  // decode: every row, in order (no gather; nothing to upload)
-  for (int64_t i = 0; all_rows && i < n; ++i) all_rows = batch.logits_indices[i] == i;
   Tensor rows = h;
   if (!all_rows) {
     rows = be.empty({n, d});
     be.gather_rows(h, be.index(batch.logits_indices), rows);
   }
   Tensor logits = be.empty({n, config_.vocab_size}, DType::kF32);
-  if (!lm_head_.quantized()) {
-    lm_head_.apply(be, rows, logits);
+  if (!lm_head_.quantized() || h_codes) {  // h_codes: all rows, at most kQuantizedLmHeadRows
+    lm_head_.apply(be, rows, logits, h_codes);
     return logits;
   }
   for (int64_t r0 = 0; r0 < n; r0 += kQuantizedLmHeadRows) {

@@ -12,8 +12,12 @@ class GqaAttention {
  public:
   static Result<GqaAttention> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                                    const ModelConfig& config);
-  // x [T, hidden] -> [T, hidden]; writes this step's K/V into k_cache / v_cache.
-  Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache, Tensor& v_cache) const;
+  // x [T, hidden] -> [T, hidden]; writes this step's K/V into k_cache / v_cache. `codes`: x's
+  // activation codes made for input_linear() by the norm that wrote x, or null.
+  Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache, Tensor& v_cache,
+                 const Tensor* codes = nullptr) const;
+  // The linear that reads x (the stacked q/k/v).
+  const Linear& input_linear() const { return qkv_proj_; }
 
  private:
   Linear qkv_proj_, o_proj_;  // qkv: q, k and v stacked by rows

@@ -125,18 +125,18 @@ Tensor Linear::operator()(Backend& be, const Tensor& x) const {
   return y;
 }
 
-void Linear::apply(Backend& be, const Tensor& x, Tensor& y) const {
+void Linear::apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes) const {
   const Tensor* b = bias.defined() ? &bias : nullptr;
   if (quantized()) {
-    be.quantized_linear(x, quant.get(), prepared.get(), b, y);
+    be.quantized_linear(x, quant.get(), prepared.get(), b, y, codes);
     return;
   }
   if (ActivationRecorder* rec = active_recorder()) rec->on_input(weight.raw(), x);
   be.linear(x, weight, b, y);
 }
 
-std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
-                                  std::span<const int64_t> widths) const {
+std::vector<Tensor> Linear::split(Backend& be, const Tensor& x, std::span<const int64_t> widths,
+                                  const Tensor* codes) const {
   std::vector<Tensor> outs;
   std::vector<Tensor*> ptrs;
   outs.reserve(widths.size());
@@ -144,7 +144,7 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
   for (Tensor& o : outs) ptrs.push_back(&o);
   if (quantized() && !active_recorder()) {
     be.quantized_linear_split(x, quant.get(), prepared.get(), bias.defined() ? &bias : nullptr,
-                              ptrs);
+                              ptrs, codes);
     return outs;
   }
   if (active_recorder()) {  // the recorder sees the op whole
@@ -160,14 +160,16 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x,
   return outs;
 }
 
-Tensor Linear::silu_mul(Backend& be, const Tensor& x) const {
+Tensor Linear::silu_mul(Backend& be, const Tensor& x, const Tensor* codes) const {
   Tensor act = be.empty({x.size(0), out_features() / 2});
   if (bias.defined() || active_recorder()) {
-    be.silu_mul((*this)(be, x), act);
+    Tensor both = be.empty({x.size(0), out_features()});
+    apply(be, x, both, codes);
+    be.silu_mul(both, act);
     return act;
   }
   if (quantized()) {
-    be.quantized_linear_silu_mul(x, quant.get(), prepared.get(), act);
+    be.quantized_linear_silu_mul(x, quant.get(), prepared.get(), act, codes);
     return act;
   }
   be.linear_silu_mul(x, weight, act);

@@ -37,13 +37,21 @@ struct Linear {
   // y [T, out] = x [T, in] · W^T (+ b); y is step scratch of `be`.
   Tensor operator()(Backend& be, const Tensor& x) const;
   // The same into a given y [T, out] (its dtype: the backend's compute dtype or F32).
-  void apply(Backend& be, const Tensor& x, Tensor& y) const;
+  // `codes` (here and below): x's activation codes made for this linear by the norm that wrote
+  // x (Backend::add_rms_norm_codes, sized by norm_codes_bytes), or null.
+  void apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes = nullptr) const;
   // The same for a stacked weight, its output split into consecutive parts of `widths`
   // features, each returned as its own [T, width] tensor (Backend::linear_split).
-  std::vector<Tensor> split(Backend& be, const Tensor& x, std::span<const int64_t> widths) const;
+  std::vector<Tensor> split(Backend& be, const Tensor& x, std::span<const int64_t> widths,
+                            const Tensor* codes = nullptr) const;
   // silu(gate) * up [T, out / 2] for a stacked [gate; up] weight (Backend::linear_silu_mul;
   // quantized, with a bias or under the activation recorder: this linear, then silu_mul).
-  Tensor silu_mul(Backend& be, const Tensor& x) const;
+  Tensor silu_mul(Backend& be, const Tensor& x, const Tensor* codes = nullptr) const;
+  // Bytes of the activation codes this linear reads at `rows` rows where the norm before it
+  // makes them (Backend::norm_activation_codes_bytes); 0 where it reads none.
+  int64_t norm_codes_bytes(Backend& be, int64_t rows) const {
+    return prepared ? be.norm_activation_codes_bytes(prepared.get(), rows) : 0;
+  }
 
   // Loads `<name>.weight` [out, in] and, if `with_bias`, `<name>.bias` [out].
   static Result<Linear> load(Backend& be, const WeightStore& weights, const std::string& name,

@@ -14,8 +14,8 @@ Result<GatedMlp> GatedMlp::load(Backend& be, const WeightStore& w, const std::st
   return m;
 }
 
-Tensor GatedMlp::forward(Backend& be, const Tensor& x) const {
-  return down_(be, gate_up_.silu_mul(be, x));
+Tensor GatedMlp::forward(Backend& be, const Tensor& x, const Tensor* codes) const {
+  return down_(be, gate_up_.silu_mul(be, x, codes));
 }
 
 bool GatedMlp::plain_weights(Tensor& gate_up, Tensor& down) const {

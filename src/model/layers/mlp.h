@@ -12,7 +12,11 @@ class GatedMlp {
   // Loads `<prefix>gate_proj`, `<prefix>up_proj` [inter, hidden] and `<prefix>down_proj`.
   static Result<GatedMlp> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                                int64_t hidden, int64_t intermediate);
-  Tensor forward(Backend& be, const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  // [T, hidden] -> [T, hidden]; `codes`: x's activation codes made for input_linear() by the
+  // norm that wrote x, or null.
+  Tensor forward(Backend& be, const Tensor& x, const Tensor* codes = nullptr) const;
+  // The linear that reads x (the stacked gate_up).
+  const Linear& input_linear() const { return gate_up_; }
   // Its two weights as plain tensors when both are unquantized without bias and no activation
   // recorder runs (what a backend's fused MoE path can read), else false.
   bool plain_weights(Tensor& gate_up, Tensor& down) const;

@@ -172,19 +172,20 @@ class CudaBackend final : public Backend {
         cuda::dummy_quantized(format, out, in, seed, stream_));
   }
   void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
-                        const Tensor* bias, Tensor& y) override {
+                        const Tensor* bias, Tensor& y, const Tensor* codes) override {
     Tensor* ys[] = {&y};
-    quantized_linear_split(x, host, prepared, bias, ys);
+    quantized_linear_split(x, host, prepared, bias, ys, codes);
   }
   // One output, or q / k / v written directly by the quantized kernels (one launch).
   void quantized_linear_split(const Tensor& x, const QuantizedWeight* host, const void* prepared,
-                              const Tensor* bias, std::span<Tensor* const> outs) override {
+                              const Tensor* bias, std::span<Tensor* const> outs,
+                              const Tensor* codes) override {
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
     if (!quantized_split_applies(w, m, outs.size()))
-      return Backend::quantized_linear_split(x, host, prepared, bias, outs);
+      return Backend::quantized_linear_split(x, host, prepared, bias, outs, codes);
     TimedOp timed = time_op(
         [&] {
           return "qlinear " + std::string(quant_format_name(w.format)) + " " +
@@ -192,17 +193,18 @@ class CudaBackend final : public Backend {
         },
         w.storage_bytes());
     with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
-      cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_);
+      cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_,
+                                   ready_codes(codes, w, m));
     });
   }
-  void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
-                                 const void* prepared, Tensor& out) override {
+  void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host, const void* prepared,
+                                 Tensor& out, const Tensor* codes) override {
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
     if (!quantized_silu_mul_applies(w, m) || out.dtype() != DType::kBF16)
-      return Backend::quantized_linear_silu_mul(x, host, prepared, out);
+      return Backend::quantized_linear_silu_mul(x, host, prepared, out, codes);
     TimedOp timed = time_op(
         [&] {
           return "qlinear " + std::string(quant_format_name(w.format)) + " " +
@@ -210,8 +212,41 @@ class CudaBackend final : public Backend {
         },
         w.storage_bytes());
     with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
-      cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_);
+      cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_, ready_codes(codes, w, m));
     });
+  }
+  // The norm before an FP8 / INT8 per-channel linear makes the activation codes the linear
+  // would otherwise launch a kernel for (Llama-3-8B's q/k/v and gate_up: INT8 from 3 rows, FP8's
+  // gate_up from 9, both past 16 on cuBLASLt). KITE_CUDA_NORM_CODES=0 turns it off (an A/B
+  // switch: the linears quantize x themselves); =2 also where the bulk GEMV would quantize x in
+  // every block (M <= 2).
+  int64_t norm_activation_codes_bytes(const void* prepared, int64_t rows) override {
+    static const long long mode = env_number("KITE_CUDA_NORM_CODES", 1);
+    const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
+    if (mode == 0 || !w || !quantized_linear_reads_activation_codes(*w, rows) ||
+        (mode == 1 && quantized_linear_quantizes_in_block(*w, rows)))
+      return 0;
+    return static_cast<int64_t>(activation_codes_bytes(*w, rows));
+  }
+  void add_rms_norm_codes(Tensor& residual, const Tensor& x, const Tensor& w, float eps,
+                          Tensor& out, const void* prepared, Tensor& codes) override {
+    if (replaying()) return;
+    const auto& qw = *static_cast<const DeviceQuantizedWeight*>(prepared);
+    const int64_t m = x.numel() / std::max<int64_t>(1, x.size(-1));
+    KITE_CUDA_OP_CHECK(
+        codes.size_bytes() >= activation_codes_bytes(qw, m) && qw.in_features == x.size(-1),
+        "add_rms_norm_codes", "codes must hold norm_activation_codes_bytes");
+    TimedOp timed = time_op([] { return std::string("add_rms_norm codes"); });
+    const NormActivationCodes c = norm_activation_codes(qw, m, codes.raw());
+    cuda::add_rms_norm(residual, x, w, eps, out, stream_, &c);
+  }
+  // Codes made ahead by add_rms_norm_codes, as the quantized kernels take them.
+  static const void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m) {
+    if (!codes) return nullptr;
+    KITE_CUDA_OP_CHECK(codes->size_bytes() >= activation_codes_bytes(w, m), "quantized_linear",
+                       "activation codes of " + std::to_string(codes->size_bytes()) +
+                           " bytes, needs " + std::to_string(activation_codes_bytes(w, m)));
+    return codes->raw();
   }
   // Runs a quantized kernel call with its workspace in step scratch (graph-safe), given back
   // when it returns: the workspace lives only inside the op.

@@ -8,6 +8,8 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
+#include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/quant/quant_activation.h"
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
@@ -24,6 +26,8 @@ __global__ void w4_prep_kernel(const bf16* __restrict__ x, int64_t k, int64_t ld
                                const int32_t* __restrict__ perm, const float* __restrict__ is,
                                bf16* __restrict__ xp, bool mma_order, int* __restrict__ zero,
                                int nzero) {
+  pdl_wait();  // launched early (act_prep_launch_early): x comes from the kernel before
+  pdl_trigger();
   const int64_t r = blockIdx.y;
   if (r == 0 && blockIdx.x == 0)
     for (int i = threadIdx.x; i < nzero; i += blockDim.x) zero[i] = 0;
@@ -52,6 +56,8 @@ __global__ void __launch_bounds__(1024)
                            const float* __restrict__ is, uint8_t* __restrict__ q,
                            float* __restrict__ sx) {
   __shared__ float scratch[32];
+  pdl_wait();  // launched early (act_prep_launch_early): x comes from the kernel before
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const bf16* xr = x + r * k;
   float amax = 0.0f;
@@ -107,6 +113,8 @@ __global__ void __launch_bounds__(256)
     act_quant_group_kernel(const bf16* __restrict__ x, int64_t k, int64_t ldq, int64_t group,
                            int64_t groups, const float* __restrict__ is, uint8_t* __restrict__ q,
                            float* __restrict__ sx) {
+  pdl_wait();  // launched early (act_prep_launch_early): x comes from the kernel before
+  pdl_trigger();
   const int64_t r = blockIdx.y;
   const int64_t gi = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -132,6 +140,16 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) sx[r * groups + gi] = s;
 }
 
+// The activation preparations are launched early (PDL), as the other small decode kernels are
+// (launch_pdl.cuh): each waits for the kernel before and then lets the GEMM or GEMV after it
+// launch, so that one's weight copies start while the codes are made. Launched plainly, the
+// GEMV launched only as this kernel ended. KITE_CUDA_ACT_PREP_PDL=0 launches them plainly (an
+// A/B switch).
+bool act_prep_launch_early() {
+  static const bool on = pdl_for_small_kernels() && !env_switched_off("KITE_CUDA_ACT_PREP_PDL");
+  return on;
+}
+
 }  // namespace
 
 using quant_detail::ceil_div;
@@ -142,8 +160,8 @@ void launch_w4_prep(const bf16* x, int64_t m, int64_t k, int64_t ldq, const int3
                     int* zero, int nzero) {
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(ldq, 256), 64)),
                   static_cast<unsigned>(m));
-  w4_prep_kernel<<<grid, 256, 0, stream>>>(x, k, ldq, perm, input_scale, xp, mma_order, zero,
-                                           zero ? nzero : 0);
+  launch_pdl_if(act_prep_launch_early(), w4_prep_kernel, grid, 256, 0, stream, x, k, ldq, perm,
+                input_scale, xp, mma_order, zero, zero ? nzero : 0);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
@@ -151,25 +169,22 @@ void launch_act_quant_group(const bf16* x, int64_t m, int64_t k, int64_t ldq, in
                             int64_t groups, const float* input_scale, uint8_t* q, float* sx,
                             cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(groups, 8)), static_cast<unsigned>(m));
-  act_quant_group_kernel<<<grid, 256, 0, stream>>>(x, k, ldq, group, groups, input_scale, q, sx);
+  launch_pdl_if(act_prep_launch_early(), act_quant_group_kernel, grid, 256, 0, stream, x, k, ldq,
+                group, groups, input_scale, q, sx);
   KITE_CUDA_CHECK_LAUNCH();
 }
 
 void launch_act_quant_token(bool int8, const bf16* x, int64_t m, int64_t k, int64_t ldq,
                             const float* input_scale, uint8_t* q, float* sx, cudaStream_t stream) {
   const bool vec = k % 8 == 0;
-  const unsigned threads =
-      static_cast<unsigned>(std::clamp<int64_t>(round_up(ceil_div(k, vec ? 8 : 1), 32), 32, 1024));
-  const unsigned rows = static_cast<unsigned>(m);
-  const float* is = input_scale;
-  if (int8 && vec)
-    act_quant_token_kernel<true, true><<<rows, threads, 0, stream>>>(x, k, ldq, is, q, sx);
-  else if (int8)
-    act_quant_token_kernel<true, false><<<rows, threads, 0, stream>>>(x, k, ldq, is, q, sx);
-  else if (vec)
-    act_quant_token_kernel<false, true><<<rows, threads, 0, stream>>>(x, k, ldq, is, q, sx);
-  else
-    act_quant_token_kernel<false, false><<<rows, threads, 0, stream>>>(x, k, ldq, is, q, sx);
+  const int threads =
+      static_cast<int>(std::clamp<int64_t>(round_up(ceil_div(k, vec ? 8 : 1), 32), 32, 1024));
+  const dim3 rows(static_cast<unsigned>(m));
+  auto* kernel =
+      int8 ? (vec ? act_quant_token_kernel<true, true> : act_quant_token_kernel<true, false>)
+           : (vec ? act_quant_token_kernel<false, true> : act_quant_token_kernel<false, false>);
+  launch_pdl_if(act_prep_launch_early(), kernel, rows, threads, 0, stream, x, k, ldq, input_scale,
+                q, sx);
   KITE_CUDA_CHECK_LAUNCH();
 }
 

@@ -435,6 +435,29 @@ bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int
   return g_dec_path == 0 && g_fp8_a16_auto && m >= kFp8A16MinRows && m <= g_fp8_a16_max_rows;
 }
 
+bool quantized_linear_reads_activation_codes(const DeviceQuantizedWeight& w, int64_t m) {
+  const Fmt f = fmt_of(w.format);
+  return (f == kFp8Ch || f == kI8Ch) && m > 0 && m <= kMaxRowsPerCall && w.in_features % 8 == 0 &&
+         !quantized_linear_reads_bf16_activations(w, m);
+}
+
+bool quantized_linear_quantizes_in_block(const DeviceQuantizedWeight& w, int64_t m) {
+  return !quantized_linear_reads_bf16_activations(w, m) &&
+         fuses_act_quant(fmt_of(w.format), m, w.in_features, w.padded_in);
+}
+
+size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
+  return static_cast<size_t>(round_up(m * w.padded_in, 256) + m * 4);
+}
+
+NormActivationCodes norm_activation_codes(const DeviceQuantizedWeight& w, int64_t m, void* buffer) {
+  auto* q = static_cast<uint8_t*>(buffer);
+  return NormActivationCodes{q, reinterpret_cast<float*>(q + round_up(m * w.padded_in, 256)),
+                             w.input_scale.defined() ? w.input_scale.data<float>() : nullptr,
+                             static_cast<int>(w.padded_in),
+                             w.format == QuantFormat::kInt8PerChannel};
+}
+
 namespace {
 
 // The weight's part of the kernel parameters, for M rows.
@@ -463,18 +486,19 @@ ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, in
   return codes;
 }
 
-// FP8 / INT8 per channel: the per-token codes and scales made into `codes`; or, where the bulk
-// GEMV quantizes in-block, its source rows handed to it; or x itself where it reads BF16
-// activations (xq_a16).
+// FP8 / INT8 per channel: the per-token codes and scales made into `codes` (or, where the norm
+// before made them, `codes` pointing there); or, where the bulk GEMV quantizes in-block, its
+// source rows handed to it; or x itself where it reads BF16 activations (xq_a16).
 void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWeight& w,
                                      const bf16* xb, int64_t m, const ActivationCodes& codes,
-                                     cudaStream_t stream) {
+                                     bool codes_ready, cudaStream_t stream) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
   if (quantized_linear_reads_bf16_activations(w, m)) {  // x as it is, no codes
     p.x = xb;
     p.ldx = static_cast<int>(k);
     p.xq_a16 = 1;
+  } else if (codes_ready) {  // `codes` already hold them
   } else if (fuses_act_quant(f, m, k, kp)) {
     p.xq_src = xb;
     p.xq_in_scale = is;
@@ -482,6 +506,17 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
   } else {
     launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, codes.q, codes.sx, stream);
   }
+}
+
+// The activation codes the kernels read: made ahead into `ready` (by the norm before), else into
+// the workspace by prepare_per_channel_activations.
+ActivationCodes activation_codes_for(KParams& p, const DeviceQuantizedWeight& w, int64_t m,
+                                     void* workspace, const void* ready, const char* op) {
+  KITE_CUDA_OP_CHECK(!ready || quantized_linear_reads_activation_codes(w, m), op,
+                     "activation codes made ahead, but this linear does not read codes at " +
+                         std::to_string(m) + " rows (quantized_linear_reads_activation_codes)");
+  return point_at_activation_codes(
+      p, static_cast<uint8_t*>(ready ? const_cast<void*>(ready) : workspace), m, w.padded_in);
 }
 
 // W4's BF16 activations as the kernels read them: x itself, or (act order, input_scale, K not a
@@ -509,9 +544,9 @@ void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf
 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const void* ready_codes) {
   Tensor* ys[] = {&y};
-  quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream);
+  quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream, ready_codes);
 }
 
 bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs) {
@@ -521,7 +556,7 @@ bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t o
 
 void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                             const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream) {
+                            size_t workspace_bytes, cudaStream_t stream, const void* ready_codes) {
   check_device(x, DType::kBF16, kOp, "x");
   const int64_t n = w.out_features, k = w.in_features;
   KITE_CUDA_OP_CHECK(k > 0 && x.size(-1) == k, kOp, "x's last dim must be in_features");
@@ -560,6 +595,9 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       for (Tensor* yo : ys) slices.push_back(yo->view({m, yo->size(-1)}).slice_rows(r0, r1));
       std::vector<Tensor*> yslices;
       for (Tensor& t : slices) yslices.push_back(&t);
+      KITE_CUDA_OP_CHECK(
+          !ready_codes, kOp,
+          "activation codes made ahead for over " + std::to_string(kMaxRowsPerCall) + " rows");
       quantized_linear_split(blas, xs, w, bias, yslices, workspace, workspace_bytes, stream);
     }
     return;
@@ -612,7 +650,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       return;
     }
   } else {
-    const ActivationCodes codes = point_at_activation_codes(p, ws, m, kp);
+    const ActivationCodes codes = activation_codes_for(p, w, m, ws, ready_codes, kOp);
     uint8_t* q = codes.q;
     float* sx = codes.sx;
     if (f == kFp8Blk) {
@@ -621,7 +659,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       p.scale_cols = static_cast<int>(groups);
       launch_act_quant_group(xb, m, k, kp, w.block_cols, groups, is, q, sx, stream);
     } else {
-      prepare_per_channel_activations(p, f, w, xb, m, codes, stream);
+      prepare_per_channel_activations(p, f, w, xb, m, codes, ready_codes != nullptr, stream);
     }
     // Beyond decode sizes, FP8 / INT8 per channel go through cuBLASLt (one pass over W at
     // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
@@ -666,7 +704,8 @@ bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
 }
 
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
-                               void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                               const void* ready_codes) {
   constexpr const char* kGatedOp = "quantized_linear_silu_mul";
   check_device(x, DType::kBF16, kGatedOp, "x");
   check_device(out, DType::kBF16, kGatedOp, "out");
@@ -697,9 +736,9 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
     prepare_w4_activations(p, w, x.data<bf16>(), m, workspace, stream);
     return launch_qdec_w4_silu(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
   }
-  const ActivationCodes codes =
-      point_at_activation_codes(p, static_cast<uint8_t*>(workspace), m, w.padded_in);
-  prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, stream);
+  const ActivationCodes codes = activation_codes_for(p, w, m, workspace, ready_codes, kGatedOp);
+  prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, ready_codes != nullptr,
+                                  stream);
   if (f == kFp8Ch)
     launch_qgemv_bulk_silu<kFp8Ch>(p, stream);
   else

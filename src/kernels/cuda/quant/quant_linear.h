@@ -71,6 +71,7 @@
 #include <span>
 
 #include "core/tensor.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/blaslt.h"
 #include "quant/quantized_weight.h"
 
@@ -116,9 +117,22 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 // quantized_linear_workspace_bytes(w, M) bytes (256-byte aligned), used only by work queued on
 // `stream`. `blas` serves the large-M cuBLASLt routes. Throws
 // std::invalid_argument on a shape/dtype mismatch or a short workspace. Capturable in a graph.
+// `ready_codes`: x's activation codes made ahead by the kernel that wrote x (add_rms_norm with
+// the NormActivationCodes of norm_activation_codes), where quantized_linear_reads_activation_codes
+// says M rows read codes; the linear then makes none itself.
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
-                      cudaStream_t stream);
+                      cudaStream_t stream, const void* ready_codes = nullptr);
+// Whether M rows of w read per-token activation codes, so that codes made ahead can be handed in
+// (FP8 / INT8 per channel wherever they do not read BF16 x, K a multiple of 8). Without them the
+// linear makes its own: by a kernel before the GEMV / GEMM, or, where
+// quantized_linear_quantizes_in_block says so (M <= 2), in every block of the bulk GEMV.
+bool quantized_linear_reads_activation_codes(const DeviceQuantizedWeight& w, int64_t m);
+bool quantized_linear_quantizes_in_block(const DeviceQuantizedWeight& w, int64_t m);
+// Their buffer for M rows (codes [M, K_pad], then the scales [M]; 256-byte aligned) and the
+// norm's view of it (cuda_ops.h).
+size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m);
+NormActivationCodes norm_activation_codes(const DeviceQuantizedWeight& w, int64_t m, void* buffer);
 // Whether quantized_linear computes M rows of w from the BF16 activations as they are (W8A16:
 // FP8 per channel on the bulk GEMV from two to eight rows, and to sixteen on weights of at most
 // 64 Mi elements, K whole 64-channel chunks, no input_scale; KITE_CUDA_FP8_DECODE_A16=0 turns
@@ -135,7 +149,8 @@ bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m);
 bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs);
 void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                             const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream);
+                            size_t workspace_bytes, cudaStream_t stream,
+                            const void* ready_codes = nullptr);
 
 // out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
 // weight [2I, K], in one launch (no bias). Applies (quantized_silu_mul_applies) to FP8 / INT8
@@ -148,7 +163,8 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 // The workspace is quantized_linear_workspace_bytes(w, M).
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m);
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
-                               void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                               const void* ready_codes = nullptr);
 
 // Benchmark/test hook, not for serving (not thread-safe): path 0 = automatic (M <= 8 takes the
 // bulk-copy GEMV for the per-channel formats, the decode kernel for kInt4Group and kFp8Block;
