@@ -217,15 +217,12 @@ class CudaBackend final : public Backend {
   }
   // The norm before an FP8 / INT8 per-channel linear makes the activation codes the linear
   // would otherwise launch a kernel for (Llama-3-8B's q/k/v and gate_up: INT8 from 3 rows, FP8's
-  // gate_up from 9, both past 16 on cuBLASLt). KITE_CUDA_NORM_CODES=0 turns it off (an A/B
-  // switch: the linears quantize x themselves); =2 also where the bulk GEMV would quantize x in
-  // every block (M <= 2).
+  // gate_up from 9, both past 16 on cuBLASLt; INT8 h8 batch 4 2.7 % faster, BENCHMARKS.md run
+  // 35). KITE_CUDA_NORM_CODES=0 turns it off (an A/B switch: the linears quantize x themselves).
   int64_t norm_activation_codes_bytes(const void* prepared, int64_t rows) override {
-    static const long long mode = env_number("KITE_CUDA_NORM_CODES", 1);
+    static const bool on = !env_switched_off("KITE_CUDA_NORM_CODES");
     const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
-    if (mode == 0 || !w || !quantized_linear_reads_activation_codes(*w, rows) ||
-        (mode == 1 && quantized_linear_quantizes_in_block(*w, rows)))
-      return 0;
+    if (!on || !w || !quantized_linear_reads_activation_codes(*w, rows)) return 0;
     return static_cast<int64_t>(activation_codes_bytes(*w, rows));
   }
   void add_rms_norm_codes(Tensor& residual, const Tensor& x, const Tensor& w, float eps,

@@ -438,12 +438,8 @@ bool quantized_linear_reads_bf16_activations(const DeviceQuantizedWeight& w, int
 bool quantized_linear_reads_activation_codes(const DeviceQuantizedWeight& w, int64_t m) {
   const Fmt f = fmt_of(w.format);
   return (f == kFp8Ch || f == kI8Ch) && m > 0 && m <= kMaxRowsPerCall && w.in_features % 8 == 0 &&
-         !quantized_linear_reads_bf16_activations(w, m);
-}
-
-bool quantized_linear_quantizes_in_block(const DeviceQuantizedWeight& w, int64_t m) {
-  return !quantized_linear_reads_bf16_activations(w, m) &&
-         fuses_act_quant(fmt_of(w.format), m, w.in_features, w.padded_in);
+         !quantized_linear_reads_bf16_activations(w, m) &&
+         !fuses_act_quant(f, m, w.in_features, w.padded_in);
 }
 
 size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
@@ -498,12 +494,11 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
     p.x = xb;
     p.ldx = static_cast<int>(k);
     p.xq_a16 = 1;
-  } else if (codes_ready) {  // `codes` already hold them
   } else if (fuses_act_quant(f, m, k, kp)) {
     p.xq_src = xb;
     p.xq_in_scale = is;
     p.k_real = static_cast<int>(k);
-  } else {
+  } else if (!codes_ready) {  // else `codes` already hold them
     launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, codes.q, codes.sx, stream);
   }
 }
@@ -511,12 +506,17 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
 // The activation codes the kernels read: made ahead into `ready` (by the norm before), else into
 // the workspace by prepare_per_channel_activations.
 ActivationCodes activation_codes_for(KParams& p, const DeviceQuantizedWeight& w, int64_t m,
-                                     void* workspace, const void* ready, const char* op) {
+                                     void* workspace, const void* ready) {
+  return point_at_activation_codes(
+      p, static_cast<uint8_t*>(ready ? const_cast<void*>(ready) : workspace), m, w.padded_in);
+}
+
+// Codes handed to a linear that reads none would be ignored: a caller's mistake, so an error.
+void check_ready_codes(const DeviceQuantizedWeight& w, int64_t m, const void* ready,
+                       const char* op) {
   KITE_CUDA_OP_CHECK(!ready || quantized_linear_reads_activation_codes(w, m), op,
                      "activation codes made ahead, but this linear does not read codes at " +
                          std::to_string(m) + " rows (quantized_linear_reads_activation_codes)");
-  return point_at_activation_codes(
-      p, static_cast<uint8_t*>(ready ? const_cast<void*>(ready) : workspace), m, w.padded_in);
 }
 
 // W4's BF16 activations as the kernels read them: x itself, or (act order, input_scale, K not a
@@ -584,6 +584,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   }
   KITE_CUDA_OP_CHECK(n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
                      "a dimension over 2^30");
+  if (m > 0) check_ready_codes(w, m, ready_codes, kOp);  // none past kMaxRowsPerCall rows
   // The prep, activation-quantization and scale kernels put rows on grid.y (at most 65,535): a
   // larger M (a prefill chunk of 65,536 tokens or more) goes through in slices of rows, each
   // with the workspace the whole M was given (a slice needs no more).
@@ -595,9 +596,6 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       for (Tensor* yo : ys) slices.push_back(yo->view({m, yo->size(-1)}).slice_rows(r0, r1));
       std::vector<Tensor*> yslices;
       for (Tensor& t : slices) yslices.push_back(&t);
-      KITE_CUDA_OP_CHECK(
-          !ready_codes, kOp,
-          "activation codes made ahead for over " + std::to_string(kMaxRowsPerCall) + " rows");
       quantized_linear_split(blas, xs, w, bias, yslices, workspace, workspace_bytes, stream);
     }
     return;
@@ -650,7 +648,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       return;
     }
   } else {
-    const ActivationCodes codes = activation_codes_for(p, w, m, ws, ready_codes, kOp);
+    const ActivationCodes codes = activation_codes_for(p, w, m, ws, ready_codes);
     uint8_t* q = codes.q;
     float* sx = codes.sx;
     if (f == kFp8Blk) {
@@ -722,6 +720,7 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   KITE_CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0, kGatedOp,
                      "x must be 16-byte aligned");
   if (m == 0) return;
+  check_ready_codes(w, m, ready_codes, kGatedOp);
   const size_t need = quantized_linear_workspace_bytes(w, m);
   KITE_CUDA_OP_CHECK(
       workspace_bytes >= need && workspace, kGatedOp,
@@ -736,7 +735,7 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
     prepare_w4_activations(p, w, x.data<bf16>(), m, workspace, stream);
     return launch_qdec_w4_silu(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
   }
-  const ActivationCodes codes = activation_codes_for(p, w, m, workspace, ready_codes, kGatedOp);
+  const ActivationCodes codes = activation_codes_for(p, w, m, workspace, ready_codes);
   prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, ready_codes != nullptr,
                                   stream);
   if (f == kFp8Ch)
