@@ -134,6 +134,8 @@ void launch_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float 
                                  : rms_norm_kernel<T, kVec, true, Codes::kFp8>;
       launch_pdl_if(early, kernel, dim3(rows), threads, 0, stream, xp, rp, wp, op, h, eps,
                     row_stride, *codes);
+    } else {
+      KITE_CUDA_OP_CHECK(false, "add_rms_norm_codes", "codes come from BF16 add_rms_norm only");
     }
   } else if (vectorised) {
     launch_pdl_if(early, rms_norm_kernel<T, kVec, kAddResidual>, dim3(rows), threads, 0, stream, xp,
