@@ -215,35 +215,18 @@ class CudaBackend final : public Backend {
       cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_, ready_codes(codes, w, m));
     });
   }
-  // The norm before an FP8 / INT8 per-channel linear makes the activation codes the linear
-  // would otherwise launch a kernel for (Llama-3-8B's q/k/v and gate_up: INT8 from 3 rows, FP8's
-  // gate_up from 9, both past 16 on cuBLASLt; INT8 h8 batch 4 2.7 % faster, BENCHMARKS.md run
-  // 35). KITE_CUDA_NORM_CODES=0 turns it off (an A/B switch: the linears quantize x themselves).
   int64_t norm_activation_codes_bytes(const void* prepared, int64_t rows) override {
-    static const bool on = !env_switched_off("KITE_CUDA_NORM_CODES");
     const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
-    if (!on || !w || !quantized_linear_reads_activation_codes(*w, rows)) return 0;
-    return static_cast<int64_t>(activation_codes_bytes(*w, rows));
+    return w ? static_cast<int64_t>(norm_codes_bytes(*w, rows)) : 0;
   }
   void add_rms_norm_codes(Tensor& residual, const Tensor& x, const Tensor& w, float eps,
                           Tensor& out, const void* prepared, Tensor& codes) override {
     if (replaying()) return;
     const auto& qw = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, x.size(-1));
-    KITE_CUDA_OP_CHECK(
-        codes.size_bytes() >= activation_codes_bytes(qw, m) && qw.in_features == x.size(-1),
-        "add_rms_norm_codes", "codes must hold norm_activation_codes_bytes");
     TimedOp timed = time_op([] { return std::string("add_rms_norm codes"); });
-    const NormActivationCodes c = norm_activation_codes(qw, m, codes.raw());
+    const NormActivationCodes c = norm_activation_codes(qw, m, ready_codes(&codes, qw, m));
     cuda::add_rms_norm(residual, x, w, eps, out, stream_, &c);
-  }
-  // Codes made ahead by add_rms_norm_codes, as the quantized kernels take them.
-  static const void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m) {
-    if (!codes) return nullptr;
-    KITE_CUDA_OP_CHECK(codes->size_bytes() >= activation_codes_bytes(w, m), "quantized_linear",
-                       "activation codes of " + std::to_string(codes->size_bytes()) +
-                           " bytes, needs " + std::to_string(activation_codes_bytes(w, m)));
-    return codes->raw();
   }
   // Runs a quantized kernel call with its workspace in step scratch (graph-safe), given back
   // when it returns: the workspace lives only inside the op.

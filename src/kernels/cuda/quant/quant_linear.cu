@@ -446,6 +446,19 @@ size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   return static_cast<size_t>(round_up(m * w.padded_in, 256) + m * 4);
 }
 
+size_t norm_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
+  static const bool on = !env_switched_off("KITE_CUDA_NORM_CODES");
+  return on && quantized_linear_reads_activation_codes(w, m) ? activation_codes_bytes(w, m) : 0;
+}
+
+void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m) {
+  if (!codes) return nullptr;
+  KITE_CUDA_OP_CHECK(codes->size_bytes() >= activation_codes_bytes(w, m), "quantized_linear",
+                     "activation codes of " + std::to_string(codes->size_bytes()) +
+                         " bytes, needs " + std::to_string(activation_codes_bytes(w, m)));
+  return const_cast<void*>(codes->raw());  // written by the norm, read by the linear
+}
+
 NormActivationCodes norm_activation_codes(const DeviceQuantizedWeight& w, int64_t m, void* buffer) {
   auto* q = static_cast<uint8_t*>(buffer);
   return NormActivationCodes{q, reinterpret_cast<float*>(q + round_up(m * w.padded_in, 256)),
