@@ -388,6 +388,12 @@ bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m) {
   return w.format == QuantFormat::kInt4Group && m > kW4DequantMinRows;
 }
 
+// The 8-bit formats' activation codes [M, K_pad] come first in their buffer (a linear's
+// workspace, or codes made ahead), their scales at this offset after them.
+namespace {
+int64_t codes_scales_offset(int64_t m, int64_t kp) { return round_up(m * kp, 256); }
+}  // namespace
+
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   const size_t kp = static_cast<size_t>(w.padded_in),
                mm = static_cast<size_t>(std::max<int64_t>(m, 0));
@@ -398,12 +404,12 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
   const size_t groups = w.format == QuantFormat::kFp8Block
                             ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols))
                             : 1;
-  size_t bytes =
-      static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) + mm * groups * 4;
+  size_t bytes = static_cast<size_t>(codes_scales_offset(static_cast<int64_t>(mm), w.padded_in)) +
+                 mm * groups * 4;
   // FP8 / INT8 per channel beyond decode sizes: F32 / S32 [M, N] scratch for cuBLASLt's
   // unscaled product.
   if (takes_lt_route(w, m))
-    bytes = static_cast<size_t>(round_up(static_cast<int64_t>(mm * kp), 256)) +
+    bytes = static_cast<size_t>(codes_scales_offset(static_cast<int64_t>(mm), w.padded_in)) +
             static_cast<size_t>(round_up(static_cast<int64_t>(mm * 4), 256)) +
             static_cast<size_t>(fp8_gemm_scratch_floats(m, w.out_features)) * 4;
   return bytes;
@@ -443,7 +449,7 @@ bool quantized_linear_reads_activation_codes(const DeviceQuantizedWeight& w, int
 }
 
 size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
-  return static_cast<size_t>(round_up(m * w.padded_in, 256) + m * 4);
+  return static_cast<size_t>(codes_scales_offset(m, w.padded_in) + m * 4);
 }
 
 size_t norm_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
@@ -461,7 +467,7 @@ void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m
 
 NormActivationCodes norm_activation_codes(const DeviceQuantizedWeight& w, int64_t m, void* buffer) {
   auto* q = static_cast<uint8_t*>(buffer);
-  return NormActivationCodes{q, reinterpret_cast<float*>(q + round_up(m * w.padded_in, 256)),
+  return NormActivationCodes{q, reinterpret_cast<float*>(q + codes_scales_offset(m, w.padded_in)),
                              w.input_scale.defined() ? w.input_scale.data<float>() : nullptr,
                              static_cast<int>(w.padded_in),
                              w.format == QuantFormat::kInt8PerChannel};
@@ -488,7 +494,7 @@ struct ActivationCodes {
   float* sx;
 };
 ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, int64_t kp) {
-  const ActivationCodes codes{ws, reinterpret_cast<float*>(ws + round_up(m * kp, 256))};
+  const ActivationCodes codes{ws, reinterpret_cast<float*>(ws + codes_scales_offset(m, kp))};
   p.x = codes.q;
   p.ldx = static_cast<int>(kp);
   p.xscale = codes.sx;
@@ -676,7 +682,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
     // vectors, INT8's are applied to the exact S32 product after.
     if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m) && lt_takes_output(f, m, y)) {
-      void* acc = ws + round_up(m * kp, 256) + round_up(m * 4, 256);
+      void* acc = ws + codes_scales_offset(m, kp) + round_up(m * 4, 256);
       if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
                                           sx, m, kp, kp, bias, y, static_cast<float*>(acc),
                                           stream))
