@@ -299,6 +299,22 @@ void moe_combine(const Tensor& yp, const Tensor& weights, const MoePermutation& 
   KITE_CUDA_CHECK_LAUNCH();
 }
 
+GroupedLinearDims check_grouped_linear_args(const char* op, const Tensor& xp, const Tensor& w,
+                                            const MoePermutation& perm, const Tensor& yp) {
+  check_device(xp, DType::kBF16, op, "xp");
+  check_device(w, DType::kBF16, op, "w");
+  check_device(yp, DType::kBF16, op, "yp");
+  const int64_t pairs = perm.num_tokens * perm.top_k;
+  KITE_CUDA_OP_CHECK(w.dim() == 3 && w.size(0) == perm.num_experts, op,
+                     "w must be [E, N, K] with E = the permutation's experts");
+  const int64_t n = w.size(1), k = w.size(2);
+  KITE_CUDA_OP_CHECK(xp.dim() == 2 && xp.size(0) == pairs && xp.size(1) == k, op,
+                     "xp must be [T * top_k, K]");
+  KITE_CUDA_OP_CHECK(yp.dim() == 2 && yp.size(0) == pairs && yp.size(1) == n, op,
+                     "yp must be [T * top_k, N]");
+  return {pairs, n, k};
+}
+
 void moe_grouped_linear_host(BlasLtContext& ctx, const Tensor& xp, const Tensor& w,
                              std::span<const int32_t> host_offsets, Tensor& yp,
                              cudaStream_t stream) {

@@ -55,6 +55,14 @@ void moe_gather(const Tensor& x, const MoePermutation& perm, Tensor& xp, cudaStr
 void moe_combine(const Tensor& yp, const Tensor& weights, const MoePermutation& perm, Tensor& out,
                  cudaStream_t stream);
 
+// The arguments moe_grouped_linear and moe_grouped_gemv share, checked for `op`: BF16 xp [P, K],
+// w [E, N, K] and yp [P, N] with P = perm's pairs (tokens x top_k) and E = perm's experts.
+struct GroupedLinearDims {
+  int64_t pairs, n, k;
+};
+GroupedLinearDims check_grouped_linear_args(const char* op, const Tensor& xp, const Tensor& w,
+                                            const MoePermutation& perm, const Tensor& yp);
+
 // yp[rows of e] = xp[rows of e] · w[e]^T for every expert, on the device with tensor cores:
 // xp BF16 [P, K], w BF16 [E, N, K] (the experts' weights stacked), yp BF16 [P, N]; K and N
 // multiples of 8. The grid covers every (expert, row tile, column tile) the offsets can need,

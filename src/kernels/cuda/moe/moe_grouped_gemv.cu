@@ -97,17 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 void moe_grouped_gemv(const Tensor& xp, const Tensor& w, const MoePermutation& perm, Tensor& yp,
                       cudaStream_t stream) {
   constexpr const char* op = "moe_grouped_gemv";
-  check_device(xp, DType::kBF16, op, "xp");
-  check_device(w, DType::kBF16, op, "w");
-  check_device(yp, DType::kBF16, op, "yp");
-  const int64_t pairs = perm.num_tokens * perm.top_k;
-  KITE_CUDA_OP_CHECK(w.dim() == 3 && w.size(0) == perm.num_experts, op,
-                     "w must be [num_experts, N, K]");
-  const int64_t n = w.size(1), k = w.size(2);
-  KITE_CUDA_OP_CHECK(xp.dim() == 2 && xp.size(0) == pairs && xp.size(1) == k, op,
-                     "xp must be [T * top_k, K]");
-  KITE_CUDA_OP_CHECK(yp.dim() == 2 && yp.size(0) == pairs && yp.size(1) == n, op,
-                     "yp must be [T * top_k, N]");
+  const auto [pairs, n, k] = check_grouped_linear_args(op, xp, w, perm, yp);
   KITE_CUDA_OP_CHECK(k % 8 == 0 && all_aligned(16, xp.raw(), w.raw()), op,
                      "K must be a multiple of 8 and xp, w 16-byte aligned");
   KITE_CUDA_OP_CHECK(perm.num_experts <= 65535 && n <= (int64_t{1} << 30) &&
