@@ -160,6 +160,15 @@ bool fp8_cache_covered(int64_t k_dims, int64_t v_dims, bool shared) {
 
 namespace kite::cuda::attention {
 
+void reserve_split_partials(KernelParams& p, int64_t rows, AttentionWorkspace& workspace) {
+  if (p.num_splits <= 1) return;
+  const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * p.head_dim_v;
+  const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
+  auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
+  p.part_acc = base;
+  p.part_ml = base + acc_floats;
+}
+
 int64_t min_keys_per_split_from_env(const char* env, int64_t tile) {
   const long long n = env_number(env, 0);
   return n >= tile ? static_cast<int64_t>(n) : tile;

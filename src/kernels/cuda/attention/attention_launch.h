@@ -95,6 +95,10 @@ bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
 bool try_prefill_mla(const KernelParams& p, const PagedAttentionArgs& args,
                      AttentionWorkspace& workspace, cudaStream_t stream);
 
+// With p.num_splits > 1, points p.part_acc and p.part_ml at room in `workspace` for the split
+// partials of `rows` query rows (the layout KernelParams gives, which the combine reads).
+void reserve_split_partials(KernelParams& p, int64_t rows, AttentionWorkspace& workspace);
+
 // The fewest keys a decode split takes: `tile` (one key tile, so a short context at batch 1
 // still spreads over many blocks) unless the environment variable `env` (an A/B switch) asks
 // for more. Read once per variable by the caller (a static).

@@ -329,13 +329,7 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   // Whole steps of the four warps, so no warp starts a split mid-step.
   constexpr int64_t kStep = kWarps * attention::kKeysPerStep;
   p.keys_per_split = ((max_len + p.num_splits - 1) / p.num_splits + kStep - 1) / kStep * kStep;
-  if (p.num_splits > 1) {
-    const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * p.head_dim_v;
-    const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
-    auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
-    p.part_acc = base;
-    p.part_ml = base + acc_floats;
-  }
+  attention::reserve_split_partials(p, rows, workspace);
 #define KITE_RUN_DECODE(DQK, DV)           \
   if (p.bf16) {                            \
     run_decode<bf16, DQK, DV>(p, stream);  \

@@ -493,13 +493,7 @@ bool try_decode_mma(KernelParams& p, const PagedAttentionArgs& args, AttentionWo
   p.keys_per_split =
       ((max_len + p.num_splits - 1) / p.num_splits + kBlockN - 1) / kBlockN * kBlockN;
   const int64_t rows = int64_t{p.num_seqs} * p.num_heads;
-  if (p.num_splits > 1) {
-    const size_t acc_floats = static_cast<size_t>(rows) * p.num_splits * p.head_dim_v;
-    const size_t ml_floats = static_cast<size_t>(rows) * p.num_splits * 2;
-    auto* base = static_cast<float*>(workspace.reserve((acc_floats + ml_floats) * sizeof(float)));
-    p.part_acc = base;
-    p.part_ml = base + acc_floats;
-  }
+  reserve_split_partials(p, rows, workspace);
   if (p.head_dim_qk == 128) {
     run_decode_mma<128, 128>(p, head_blocks, stream);
   } else if (p.head_dim_qk == 64) {
