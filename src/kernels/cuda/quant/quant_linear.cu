@@ -389,9 +389,13 @@ bool takes_lt_route(const DeviceQuantizedWeight& w, int64_t m) {
 }
 
 // The 8-bit formats' activation codes [M, K_pad] come first in their buffer (a linear's
-// workspace, or codes made ahead), their scales at this offset after them.
+// workspace, or codes made ahead), their scales at codes_scales_offset after them; a cuBLASLt
+// route's F32 / S32 [M, N] scratch for the unscaled product follows at lt_scratch_offset.
 namespace {
 int64_t codes_scales_offset(int64_t m, int64_t kp) { return round_up(m * kp, 256); }
+int64_t lt_scratch_offset(int64_t m, int64_t kp) {
+  return codes_scales_offset(m, kp) + round_up(m * 4, 256);
+}
 }  // namespace
 
 size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t m) {
@@ -404,15 +408,12 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
   const size_t groups = w.format == QuantFormat::kFp8Block
                             ? static_cast<size_t>(ceil_div(w.in_features, w.block_cols))
                             : 1;
-  size_t bytes = static_cast<size_t>(codes_scales_offset(static_cast<int64_t>(mm), w.padded_in)) +
-                 mm * groups * 4;
-  // FP8 / INT8 per channel beyond decode sizes: F32 / S32 [M, N] scratch for cuBLASLt's
-  // unscaled product.
+  const auto rows = static_cast<int64_t>(mm);
+  // FP8 / INT8 per channel beyond decode sizes: cuBLASLt's scratch after the codes and scales.
   if (takes_lt_route(w, m))
-    bytes = static_cast<size_t>(codes_scales_offset(static_cast<int64_t>(mm), w.padded_in)) +
-            static_cast<size_t>(round_up(static_cast<int64_t>(mm * 4), 256)) +
-            static_cast<size_t>(fp8_gemm_scratch_floats(m, w.out_features)) * 4;
-  return bytes;
+    return static_cast<size_t>(lt_scratch_offset(rows, w.padded_in)) +
+           static_cast<size_t>(fp8_gemm_scratch_floats(m, w.out_features)) * 4;
+  return static_cast<size_t>(codes_scales_offset(rows, w.padded_in)) + mm * groups * 4;
 }
 
 // FP8 per channel from two rows on the bulk GEMV (M <= 8) reads its activations as BF16
@@ -682,7 +683,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
     // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
     // vectors, INT8's are applied to the exact S32 product after.
     if ((f == kFp8Ch || f == kI8Ch) && takes_lt_route(w, m) && lt_takes_output(f, m, y)) {
-      void* acc = ws + codes_scales_offset(m, kp) + round_up(m * 4, 256);
+      void* acc = ws + lt_scratch_offset(m, kp);
       if (f == kFp8Ch && fp8_rowwise_gemm(blas, w.codes.raw(), w.scales.data<float>(), n, kp, q,
                                           sx, m, kp, kp, bias, y, static_cast<float*>(acc),
                                           stream))
