@@ -224,8 +224,10 @@ class CudaBackend final : public Backend {
     if (replaying()) return;
     const auto& qw = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, x.size(-1));
+    constexpr const char* kOp = "add_rms_norm_codes";
+    KITE_CUDA_OP_CHECK(qw.in_features == x.size(-1), kOp, "the linear must read the norm's rows");
     TimedOp timed = time_op([] { return std::string("add_rms_norm codes"); });
-    const NormActivationCodes c = norm_activation_codes(qw, m, ready_codes(&codes, qw, m));
+    const NormActivationCodes c = norm_activation_codes(qw, m, ready_codes(&codes, qw, m, kOp));
     cuda::add_rms_norm(residual, x, w, eps, out, stream_, &c);
   }
   // Runs a quantized kernel call with its workspace in step scratch (graph-safe), given back

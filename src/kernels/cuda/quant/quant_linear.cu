@@ -458,9 +458,9 @@ size_t norm_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   return on && quantized_linear_reads_activation_codes(w, m) ? activation_codes_bytes(w, m) : 0;
 }
 
-void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m) {
+void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m, const char* op) {
   if (!codes) return nullptr;
-  KITE_CUDA_OP_CHECK(codes->size_bytes() >= activation_codes_bytes(w, m), "quantized_linear",
+  KITE_CUDA_OP_CHECK(codes->size_bytes() >= activation_codes_bytes(w, m), op,
                      "activation codes of " + std::to_string(codes->size_bytes()) +
                          " bytes, needs " + std::to_string(activation_codes_bytes(w, m)));
   return const_cast<void*>(codes->raw());  // written by the norm, read by the linear

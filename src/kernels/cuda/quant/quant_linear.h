@@ -138,9 +138,10 @@ NormActivationCodes norm_activation_codes(const DeviceQuantizedWeight& w, int64_
 // Llama-3-8B INT8 h8 decode 2.7 % faster at batch 4 (BENCHMARKS.md run 35).
 // KITE_CUDA_NORM_CODES=0 makes it 0 (an A/B switch: the linears quantize x themselves).
 size_t norm_codes_bytes(const DeviceQuantizedWeight& w, int64_t m);
-// A tensor of codes made ahead as the kernels take them (null stays null); throws unless it
-// holds activation_codes_bytes(w, m).
-void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m);
+// A tensor of codes made ahead as the kernels take them (null stays null); throws (for `op`)
+// unless it holds activation_codes_bytes(w, m).
+void* ready_codes(const Tensor* codes, const DeviceQuantizedWeight& w, int64_t m,
+                  const char* op = "quantized_linear");
 // Whether quantized_linear computes M rows of w from the BF16 activations as they are (W8A16:
 // FP8 per channel on the bulk GEMV from two to eight rows, and to sixteen on weights of at most
 // 64 Mi elements, K whole 64-channel chunks, no input_scale; KITE_CUDA_FP8_DECODE_A16=0 turns
