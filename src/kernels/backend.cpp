@@ -52,14 +52,20 @@ void Backend::linear_split(const Tensor& x, const Tensor& weight, const Tensor* 
   const int64_t m = x.numel() / weight.size(1);
   Tensor y = empty({m, weight.size(0)}, outs[0]->dtype());
   linear(x, weight, bias, y);
+  split_columns(y, outs);  // checks that the outputs' widths add up to the weight's rows
+}
+
+void Backend::split_columns(const Tensor& y, std::span<Tensor* const> outs) {
   int64_t col = 0;
+  for (const Tensor* out : outs) col += out->size(-1);
+  if (col != y.size(-1))
+    throw std::invalid_argument("split_columns: outputs have " + std::to_string(col) +
+                                " columns, y " + std::to_string(y.size(-1)));
+  col = 0;
   for (Tensor* out : outs) {
     copy_columns(y, col, *out, 0, out->size(-1));
     col += out->size(-1);
   }
-  if (col != weight.size(0))
-    throw std::invalid_argument("linear_split: outputs have " + std::to_string(col) +
-                                " columns, the weight " + std::to_string(weight.size(0)));
 }
 
 void Backend::quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
@@ -71,11 +77,7 @@ void Backend::quantized_linear_split(const Tensor& x, const QuantizedWeight* hos
   const int64_t m = outs[0]->numel() / std::max<int64_t>(1, outs[0]->size(-1));
   Tensor y = empty({m, width}, outs[0]->dtype());
   quantized_linear(x, host, prepared, bias, y, codes);
-  int64_t col = 0;
-  for (Tensor* out : outs) {
-    copy_columns(y, col, *out, 0, out->size(-1));
-    col += out->size(-1);
-  }
+  split_columns(y, outs);
 }
 
 void Backend::rms_norm_prefix(Tensor& x, int64_t width, const Tensor& weight, float eps) {

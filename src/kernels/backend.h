@@ -272,6 +272,10 @@ class Backend {
   // as [rows, width] (rows = numel / last dim).
   virtual void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
                             int64_t cols) = 0;
+  // The consecutive column blocks of y [rows, sum of the outs' widths] into outs [rows, width]
+  // in order (a stacked linear's output split into its parts). The default runs copy_columns
+  // for each; the CUDA backend copies them in one launch.
+  virtual void split_columns(const Tensor& y, std::span<Tensor* const> outs);
   // out = a + b, elementwise, in fp32 (a, b, out may differ in float dtype).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // dst = src converted to dst's float dtype.

@@ -227,6 +227,27 @@ TEST(CudaBench, DISABLED_BenchLinear) {
       report_bytes(name + " (weights)", ms, 2.0 * n * k);
     }
   }
+  // Llama-3-8B's prefill linears at 512 and 2,048 tokens, each call on its own weight copy (out
+  // of L2, as in a model step): in a 512-token prefill o_proj took 74 us against q/k/v's 42 for
+  // 1.5 times the work (BENCHMARKS.md run 25), which the shapes alone should not do.
+  struct Prefill {
+    const char* name;
+    int64_t n, k;
+  };
+  const Prefill shapes[] = {
+      {"q/k/v", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  for (int64_t m : {512, 2048})
+    for (const Prefill& s : shapes) {
+      const std::vector<Tensor> ws = weight_copies(s.n, s.k, 40);
+      Tensor x = random_device({m, s.k}, DType::kBF16, 32);
+      Tensor y = device_empty({m, s.n}, DType::kBF16);
+      size_t i = 0;
+      const double ms =
+          median_ms([&] { linear(ctx, x, ws[i++ % ws.size()], nullptr, y, test_stream()); });
+      report_flops("linear bf16 " + std::string(s.name) + " " + std::to_string(m) + "x" +
+                       std::to_string(s.n) + "x" + std::to_string(s.k),
+                   ms, 2.0 * m * s.n * s.k);
+    }
 }
 
 // The decode GEMV kernels side by side on the Llama-3-8B decode shapes (and 8192²), M = 1 and

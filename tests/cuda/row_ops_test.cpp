@@ -68,6 +68,89 @@ TEST(CudaRowOps, AddAndConvertAcrossDtypes) {
   KITE_EXPECT_CLOSE(download(conv), a, kTolBF16);
 }
 
+// Host reference of one column block: dst[r, dst_off + c] = src[r, src_off + c].
+void copy_block_ref(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_off,
+                    int64_t cols) {
+  const int64_t sw = src.size(-1), dw = dst.size(-1), rows = src.numel() / sw;
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(src.data<float>() + r * sw + src_off, cols, dst.data<float>() + r * dw + dst_off);
+}
+
+void expect_equal(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.numel(), want.numel());
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << "element " << i;
+}
+
+TEST(CudaRowOps, CopyColumnsMovesOneBlockAndKeepsTheRest) {
+  auto rng = test_rng();
+  // Widths and offsets that allow 16-, 8-, 4- and 2-byte units; 70,000 rows pass grid.y.
+  struct Case {
+    int64_t rows, sw, src_off, dw, dst_off, cols;
+  };
+  const Case cases[] = {{5, 64, 16, 40, 8, 32}, {3, 64, 8, 36, 4, 24},   {4, 33, 5, 20, 7, 11},
+                        {2, 17, 1, 9, 2, 6},    {70000, 12, 4, 8, 0, 8}, {6, 16, 0, 16, 0, 16},
+                        {4, 10, 3, 10, 3, 0}};
+  for (const Case& c : cases)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(dt) << " rows " << c.rows << " src " << c.sw << "+" << c.src_off
+                   << " dst " << c.dw << "+" << c.dst_off << " cols " << c.cols);
+      Tensor src = random_host({c.rows, c.sw}, rng), dst = random_host({c.rows, c.dw}, rng);
+      round_to(src, dt);
+      round_to(dst, dt);
+      Tensor want = dst.clone();
+      copy_block_ref(src, c.src_off, want, c.dst_off, c.cols);
+      Tensor ddst = upload(dst, dt);
+      const ColumnCopy copy{&ddst, c.dst_off, c.src_off, c.cols};
+      copy_columns(upload(src, dt), {&copy, 1}, test_stream());
+      expect_equal(download(ddst), want);
+    }
+}
+
+TEST(CudaRowOps, SplitColumnsFillsEveryOutputInOrder) {
+  auto rng = test_rng();
+  // q/k/v-like blocks, five outputs (two launches of at most four), and odd widths.
+  const std::vector<std::vector<int64_t>> splits = {{64, 16, 16}, {32, 8, 8, 24, 40}, {7, 3, 5}};
+  for (const auto& widths : splits)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const int64_t rows = 9;
+      const int64_t total = std::accumulate(widths.begin(), widths.end(), int64_t{0});
+      Tensor y = random_host({rows, total}, rng);
+      round_to(y, dt);
+      std::vector<Tensor> outs;
+      std::vector<Tensor*> ptrs;
+      for (int64_t w : widths) outs.push_back(device_poisoned({rows, w}, dt));
+      for (Tensor& o : outs) ptrs.push_back(&o);
+      split_columns(upload(y, dt), ptrs, test_stream());
+      int64_t col = 0;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        Tensor want = Tensor::empty({rows, widths[i]});
+        copy_block_ref(y, col, want, 0, widths[i]);
+        expect_equal(download(outs[i]), want);  // poisoned (NaN) where nothing was written
+        col += widths[i];
+      }
+    }
+}
+
+TEST(CudaRowOps, ColumnCopiesRefuseWhatDoesNotFit) {
+  Tensor y = device_poisoned({4, 24}, DType::kBF16);
+  Tensor a = device_poisoned({4, 16}, DType::kBF16), b = device_poisoned({4, 4}, DType::kBF16);
+  Tensor f = device_poisoned({4, 8}, DType::kF32);
+  Tensor* short_outs[] = {&a, &b};  // 20 of 24 columns
+  EXPECT_THROW(split_columns(y, short_outs, test_stream()), std::invalid_argument);
+  Tensor* mixed[] = {&a, &f};  // another dtype
+  EXPECT_THROW(split_columns(y, mixed, test_stream()), std::invalid_argument);
+  const ColumnCopy past{&b, 2, 0, 3};  // columns 2..4 of a 4-wide dst
+  EXPECT_THROW(copy_columns(y, {&past, 1}, test_stream()), std::invalid_argument);
+  Tensor rows5 = device_poisoned({5, 4}, DType::kBF16);
+  const ColumnCopy other_rows{&rows5, 0, 0, 4};
+  EXPECT_THROW(copy_columns(y, {&other_rows, 1}, test_stream()), std::invalid_argument);
+  Tensor alias = y;  // the source itself
+  const ColumnCopy onto_src{&alias, 0, 8, 4};
+  EXPECT_THROW(copy_columns(y, {&onto_src, 1}, test_stream()), std::invalid_argument);
+}
+
 TEST(CudaHeadLinear, MatchesPerHeadHostProducts) {
   auto rng = test_rng();
   BlasLtContext& ctx = test_blas();

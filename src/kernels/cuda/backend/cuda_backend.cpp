@@ -510,14 +510,13 @@ class CudaBackend final : public Backend {
                     int64_t cols) override {
     if (replaying()) return;
     TimedOp timed = time_op([] { return std::string("copy_columns"); });
-    KITE_CUDA_OP_CHECK(src.dtype() == dst.dtype(), "copy_columns", "dtypes differ");
-    const size_t es = dtype_size(src.dtype());
-    const int64_t sw = src.size(-1), dw = dst.size(-1), rows = src.numel() / sw;
-    KITE_CUDA_OP_CHECK(dst.numel() / dw == rows && src_off + cols <= sw && dst_off + cols <= dw,
-                       "copy_columns", "shapes disagree");
-    KITE_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.raw()) + dst_off * es, dw * es,
-                                      static_cast<const char*>(src.raw()) + src_off * es, sw * es,
-                                      cols * es, rows, cudaMemcpyDeviceToDevice, stream_));
+    const ColumnCopy copy{&dst, dst_off, src_off, cols};
+    cuda::copy_columns(src, {&copy, 1}, stream_);
+  }
+  void split_columns(const Tensor& y, std::span<Tensor* const> outs) override {
+    if (replaying()) return;
+    TimedOp timed = time_op([] { return std::string("split_columns"); });
+    cuda::split_columns(y, outs, stream_);
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     if (replaying()) return;
