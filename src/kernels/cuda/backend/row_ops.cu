@@ -184,26 +184,16 @@ void copy_columns(const Tensor& src, std::span<const ColumnCopy> copies, cudaStr
     live.push_back(c);
   }
   const int64_t unit = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit
+  using Launch =
+      void (*)(const Tensor&, std::span<const ColumnCopy>, int64_t, int64_t, cudaStream_t);
+  const Launch launch = unit == 16  ? launch_copies<uint4>
+                        : unit == 8 ? launch_copies<uint2>
+                        : unit == 4 ? launch_copies<uint32_t>
+                        : unit == 2 ? launch_copies<uint16_t>
+                                    : launch_copies<uint8_t>;
   for (size_t b = 0; b < live.size(); b += kMaxCopies) {
-    const std::span<const ColumnCopy> part(live.data() + b,
-                                           std::min<size_t>(kMaxCopies, live.size() - b));
-    switch (unit) {
-      case 16:
-        launch_copies<uint4>(src, part, rows, unit, stream);
-        break;
-      case 8:
-        launch_copies<uint2>(src, part, rows, unit, stream);
-        break;
-      case 4:
-        launch_copies<uint32_t>(src, part, rows, unit, stream);
-        break;
-      case 2:
-        launch_copies<uint16_t>(src, part, rows, unit, stream);
-        break;
-      default:
-        launch_copies<uint8_t>(src, part, rows, unit, stream);
-        break;
-    }
+    launch(src, {live.data() + b, std::min<size_t>(kMaxCopies, live.size() - b)}, rows, unit,
+           stream);
     KITE_CUDA_CHECK_LAUNCH();
   }
 }
