@@ -187,6 +187,10 @@ INSTANTIATE_TEST_SUITE_P(
         FusedCase{DType::kF32, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64, true},
         FusedCase{DType::kBF16, RopeStyle::kInterleaved, 19, 16, 192, 128, 1, 576, 512, 0, 64,
                   false},
+        // Rows whose widths take 16-byte accesses in F32 (4 values) but not in BF16 (8), a
+        // rope range off dim 0, v copied whole per token (prefill: 16 or more tokens).
+        FusedCase{DType::kF32, RopeStyle::kNeox, 17, 4, 36, 4, 2, 36, 4, 20, 24, true},
+        FusedCase{DType::kBF16, RopeStyle::kNeox, 17, 4, 36, 4, 2, 36, 4, 20, 24, true},
         // The same at decode (one token: a block per head).
         FusedCase{DType::kBF16, RopeStyle::kInterleaved, 1, 16, 192, 128, 1, 576, 512, 0, 64,
                   true}));

@@ -126,9 +126,21 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
     __syncthreads();  // the cache copy below reads values other threads wrote
   }
 
+  // 16-byte accesses where every row start and width allows (a Llama head: 128 values from
+  // dim 0), else one value at a time.
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vec_rows = tg.dim % kVec == 0 && (reinterpret_cast<uintptr_t>(tg.x) & 15) == 0;
   if (rotate) {
-    for (int e = threadIdx.x; e < heads * rot; e += blockDim.x)
-      stage[e] = to_float(x[(e / rot) * tg.dim + tg.rot_offset + e % rot]);
+    if (vec_rows && rot % kVec == 0 && tg.rot_offset % kVec == 0) {
+      for (int e = threadIdx.x * kVec; e < heads * rot; e += blockDim.x * kVec) {
+        const Vec<T, kVec> v = load_vec<T, kVec>(x + (e / rot) * tg.dim + tg.rot_offset + e % rot);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) stage[e + j] = to_float(v.v[j]);
+      }
+    } else {
+      for (int e = threadIdx.x; e < heads * rot; e += blockDim.x)
+        stage[e] = to_float(x[(e / rot) * tg.dim + tg.rot_offset + e % rot]);
+    }
     __syncthreads();
     const float* cos = args.cos + token * half;
     const float* sin = args.sin + token * half;
@@ -166,7 +178,12 @@ __global__ void rope_cache_kernel(const RopeLaunch<T> args) {
   }
   const int64_t at = (slot * tg.heads + head0) * tg.dim;
   T* dst = tg.cache + at;
-  for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x) dst[e] = x[e];
+  if (vec_rows && (reinterpret_cast<uintptr_t>(tg.cache) & 15) == 0) {
+    for (int e = threadIdx.x * kVec; e < heads * tg.dim; e += blockDim.x * kVec)
+      store_vec<T, kVec>(dst + e, load_vec<T, kVec>(x + e));
+  } else {
+    for (int e = threadIdx.x; e < heads * tg.dim; e += blockDim.x) dst[e] = x[e];
+  }
 }
 
 void check_rope_dims(const char* op, const Tensor& x, int64_t rot_offset, int64_t rot_dim) {
@@ -212,8 +229,10 @@ RopeTarget<T> make_target(const Tensor& x, int64_t heads, int64_t dim, int64_t r
   t.heads = static_cast<int>(heads);
   t.dim = static_cast<int>(dim);
   t.rot_offset = static_cast<int>(rot_offset);
+  // A copy-only target (v) stages nothing: at prefill its block takes all of a token's heads
+  // (a block of one 128-value head left most of its 256 threads idle).
   t.heads_per_block =
-      rot_offset >= 0 ? std::max<int>(1, kStageFloats / static_cast<int>(rot_dim)) : 1;
+      rot_offset >= 0 ? std::max<int>(1, kStageFloats / static_cast<int>(rot_dim)) : t.heads;
   t.heads_per_block = tokens < kFewTokens ? 1 : std::min(t.heads_per_block, t.heads);
   t.num_chunks = (t.heads + t.heads_per_block - 1) / t.heads_per_block;
   return t;
