@@ -228,8 +228,8 @@ TEST(CudaBench, DISABLED_BenchLinear) {
     }
   }
   // Llama-3-8B's prefill linears at 512 and 2,048 tokens, each call on its own weight copy (out
-  // of L2, as in a model step): in a 512-token prefill o_proj took 74 us against q/k/v's 42 for
-  // 1.5 times the work (BENCHMARKS.md run 25), which the shapes alone should not do.
+  // of L2, as in a model step). The op timer read a 512-token prefill's o_proj at 53-74 us; alone
+  // it takes ~31 us, and the model's trace shows ~25 (BENCHMARKS.md runs 25 and 37).
   struct Prefill {
     const char* name;
     int64_t n, k;
