@@ -250,7 +250,7 @@ TEST(CudaQuantLinearBench, DISABLED_MidBatch) {
         wq.back().push_back(dummy_quantized(f, n, k, c + 1, test_stream()));
     }
     auto rng = test_rng();
-    for (int64_t m : {16, 32, 64, 128, 256}) {
+    for (int64_t m : {16, 32, 64, 128, 256, 512, 2048}) {
       if (only_m && std::atoll(only_m) != m) continue;
       const Tensor dx = upload(random_host({m, k}, rng), DType::kBF16);
       Tensor y = device_empty({m, n}, DType::kBF16);
