@@ -20,8 +20,9 @@ namespace {
 // 19.2 ms, BF16 13.1; BENCHMARKS.md run 25).
 // Each thread expands one 8-byte piece u of row group g: channels 8u..8u+7 of rows g and g + 8,
 // so a row's 8 threads store its chunk's 128 bytes whole, one 16-byte store each. A thread per
-// lane word (two 16-byte stores 32 bytes apart a row, each half of a 32-byte sector) took
-// 212.6 µs a layer of Llama-3-8B against 196.3 (H100, BENCHMARKS.md run 38).
+// lane word (a row's 4 threads storing 32 bytes each as two 16-byte halves, so each store wrote
+// every other 16 bytes: half of each 32-byte sector) took 212.6 µs a layer of Llama-3-8B against
+// 196.3 (H100, BENCHMARKS.md run 38).
 __global__ void w4_dequant_kernel(const uint2* __restrict__ codes, const float* __restrict__ scales,
                                   const uint8_t* __restrict__ zeros, int n_pad, int k_pad,
                                   int nchunks, int cpg, int cpg_shift, int tile0,
