@@ -2,11 +2,78 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace kite {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Channels [i0, i1) of one INT4 row of packed codes c (channel i in the low nibble of byte i / 2
+// when i is even, the high one when odd), all in one group: o[i] = (q_i - zero) * scale, the value
+// every kernel decodes (the integer difference is exact in fp32, then one rounding). The CPU
+// quantized linear decodes every weight of every step this way, so it is vectorised (16
+// channels a step); a loop per channel with a division for the group index took 81 % of an INT4
+// decode step on kite-tiny.
+void decode_int4_run(const uint8_t* c, int64_t i0, int64_t i1, int zero, float scale, float* o) {
+  auto one = [&](int64_t i) {
+    const int q = (i & 1) ? (c[i >> 1] >> 4) : (c[i >> 1] & 0xF);
+    o[i] = static_cast<float>(q - zero) * scale;
+  };
+  int64_t i = i0;
+  if (i < i1 && (i & 1)) one(i++);
+#if defined(__AVX2__)
+  const __m256i z = _mm256_set1_epi32(zero), low4 = _mm256_set1_epi32(0xF);
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 16 <= i1; i += 16) {
+    int64_t bytes;  // channels i .. i + 15
+    std::memcpy(&bytes, c + (i >> 1), 8);
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(v, low4), z);  // even channels
+    const __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(v, 4), z);    // odd channels
+    // unpack interleaves within 128-bit halves: a = channels 0-3 | 8-11, b = 4-7 | 12-15.
+    const __m256i a = _mm256_unpacklo_epi32(lo, hi), b = _mm256_unpackhi_epi32(lo, hi);
+    const __m256i first = _mm256_permute2x128_si256(a, b, 0x20);
+    const __m256i second = _mm256_permute2x128_si256(a, b, 0x31);
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtepi32_ps(first), s));
+    _mm256_storeu_ps(o + i + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(second), s));
+  }
+#endif
+  for (; i < i1; ++i) one(i);
+}
+
+// o[i] = table[c[i]] * scale for i in [i0, i1): FP8 codes through their decode table.
+void decode_fp8_run(const uint8_t* c, int64_t i0, int64_t i1, const float* table, float scale,
+                    float* o) {
+  int64_t i = i0;
+#if defined(__AVX2__)
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 8 <= i1; i += 8) {
+    int64_t bytes;
+    std::memcpy(&bytes, c + i, 8);
+    const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), s));
+  }
+#endif
+  for (; i < i1; ++i) o[i] = table[c[i]] * scale;
+}
+
+// o[i] = c[i] * scale for INT8 codes.
+void decode_int8_run(const int8_t* c, int64_t k, float scale, float* o) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 8 <= k; i += 8) {
+    int64_t bytes;
+    std::memcpy(&bytes, c + i, 8);
+    const __m256i v = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bytes));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), s));
+  }
+#endif
+  for (; i < k; ++i) o[i] = static_cast<float>(c[i]) * scale;
+}
 
 Status expect(const Tensor& t, DType dtype, const Shape& shape, const char* what) {
   if (!t.defined() || t.dtype() != dtype || t.shape() != shape)
@@ -85,32 +152,31 @@ void QuantizedWeight::dequantize_rows(int64_t r0, int64_t r1, float* out) const 
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * k;
     switch (format) {
-      case QuantFormat::kFp8PerChannel: {
-        const uint8_t* c = codes.data<uint8_t>() + r * k;
-        for (int64_t i = 0; i < k; ++i) o[i] = lut[c[i]] * s[r];
+      case QuantFormat::kFp8PerChannel:
+        decode_fp8_run(codes.data<uint8_t>() + r * k, 0, k, lut, s[r], o);
         break;
-      }
       case QuantFormat::kFp8Block: {
         const uint8_t* c = codes.data<uint8_t>() + r * k;
         const float* srow = s + (r / block_rows) * scales.size(1);
-        for (int64_t i = 0; i < k; ++i) o[i] = lut[c[i]] * srow[i / block_cols];
+        for (int64_t b = 0; b * block_cols < k; ++b)
+          decode_fp8_run(c, b * block_cols, std::min(k, (b + 1) * block_cols), lut, srow[b], o);
         break;
       }
-      case QuantFormat::kInt8PerChannel: {
-        const int8_t* c = codes.data<int8_t>() + r * k;
-        for (int64_t i = 0; i < k; ++i) o[i] = static_cast<float>(c[i]) * s[r];
+      case QuantFormat::kInt8PerChannel:
+        decode_int8_run(codes.data<int8_t>() + r * k, k, s[r], o);
         break;
-      }
       case QuantFormat::kInt4Group: {
         const int64_t g = scales.size(1);
         const uint8_t* c = codes.data<uint8_t>() + r * ceil_div(k, 2);
         const uint8_t* z = zeros.data<uint8_t>() + r * g;
         const float* srow = s + r * g;
-        const int32_t* gi = g_idx.defined() ? g_idx.data<int32_t>() : nullptr;
-        for (int64_t i = 0; i < k; ++i) {
-          const int q = (i & 1) ? (c[i >> 1] >> 4) : (c[i >> 1] & 0xF);
-          const int64_t grp = gi ? gi[i] : i / group_size;
-          o[i] = static_cast<float>(q - static_cast<int>(z[grp])) * srow[grp];
+        if (g_idx.defined()) {  // act order: each channel's own group
+          const int32_t* gi = g_idx.data<int32_t>();
+          for (int64_t i = 0; i < k; ++i) decode_int4_run(c, i, i + 1, z[gi[i]], srow[gi[i]], o);
+        } else {
+          for (int64_t grp = 0; grp < g; ++grp)
+            decode_int4_run(c, grp * group_size, std::min(k, (grp + 1) * group_size), z[grp],
+                            srow[grp], o);
         }
         break;
       }

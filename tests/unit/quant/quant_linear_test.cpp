@@ -2,6 +2,7 @@
 // (integer / FP8 codes and scales) directly, on random inputs with partial blocks and groups.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 
@@ -172,6 +173,86 @@ TEST(QuantLinear, Int4ActOrderGroupIndexIsHonoured) {
       const int64_t g = 1 - i / 128;
       ASSERT_FLOAT_EQ(d.f32()[r * k + i],
                       (code - q.zeros.data<uint8_t>()[r * 2 + g]) * q.scales.f32()[r * 2 + g]);
+    }
+}
+
+// The INT4 decode (vectorised where 16 channels of one group lie side by side) gives every
+// channel exactly (q - zero) * scale of its own group: random codes, zeros and scales, group
+// sizes that start groups on odd channels (7, 33) or span the whole row, odd and even K, and
+// row ranges that start past row 0.
+TEST(QuantLinear, Int4DecodeGivesEachChannelItsGroupValueExactly) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255), nibble(0, 15);
+  std::uniform_real_distribution<float> scale(1e-3f, 2.0f);
+  for (int64_t k : {1, 15, 16, 17, 48, 301, 1000})
+    for (int64_t group : {7, 16, 33, 128, 1024}) {
+      const int64_t n = 5, groups = (k + group - 1) / group;
+      QuantizedWeight q;
+      q.format = QuantFormat::kInt4Group;
+      q.out_features = n;
+      q.in_features = k;
+      q.group_size = group;
+      q.codes = Tensor::empty({n, (k + 1) / 2}, DType::kU8);
+      q.scales = Tensor::empty({n, groups});
+      q.zeros = Tensor::empty({n, groups}, DType::kU8);
+      for (int64_t i = 0; i < q.codes.numel(); ++i)
+        q.codes.data<uint8_t>()[i] = static_cast<uint8_t>(byte(rng));
+      for (int64_t i = 0; i < n * groups; ++i) {
+        q.scales.f32()[i] = scale(rng);
+        q.zeros.data<uint8_t>()[i] = static_cast<uint8_t>(nibble(rng));
+      }
+      ASSERT_TRUE(q.validate().ok());
+      std::vector<float> d(static_cast<size_t>(3 * k));
+      q.dequantize_rows(2, 5, d.data());
+      for (int64_t r = 2; r < 5; ++r)
+        for (int64_t i = 0; i < k; ++i) {
+          const uint8_t b = q.codes.data<uint8_t>()[r * ((k + 1) / 2) + i / 2];
+          const int code = i % 2 ? b >> 4 : b & 15;
+          const int64_t g = r * groups + i / group;
+          ASSERT_EQ(d[(r - 2) * k + i],
+                    static_cast<float>(code - q.zeros.data<uint8_t>()[g]) * q.scales.f32()[g])
+              << "K " << k << " group " << group << " row " << r << " channel " << i;
+        }
+    }
+}
+
+// FP8 (per channel and per 128 x 128 block) and INT8 codes decode to exactly table / integer
+// value times their scale, bit for bit, on the vectorised runs and their tails: every code value
+// (FP8's NaNs included, compared as bits), K of 1 to 301, rows past 0.
+TEST(QuantLinear, EightBitDecodeGivesEachCodeItsValueExactly) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(1e-3f, 2.0f);
+  const float* table = fp8e4m3_table();
+  for (QuantFormat f :
+       {QuantFormat::kFp8PerChannel, QuantFormat::kFp8Block, QuantFormat::kInt8PerChannel})
+    for (int64_t k : {1, 7, 8, 9, 130, 301}) {
+      const int64_t n = 140;  // two FP8 row blocks
+      QuantizedWeight q;
+      q.format = f;
+      q.out_features = n;
+      q.in_features = k;
+      q.codes =
+          Tensor::empty({n, k}, f == QuantFormat::kInt8PerChannel ? DType::kI8 : DType::kF8E4M3);
+      for (int64_t i = 0; i < n * k; ++i)
+        q.codes.data<uint8_t>()[i] = static_cast<uint8_t>(byte(rng));
+      const int64_t bc = (k + 127) / 128;
+      q.scales = f == QuantFormat::kFp8Block ? Tensor::empty({2, bc}) : Tensor::empty({n});
+      for (float& v : q.scales.f32()) v = scale(rng);
+      ASSERT_TRUE(q.validate().ok());
+      std::vector<float> d(static_cast<size_t>(3 * k));
+      q.dequantize_rows(127, 130, d.data());
+      for (int64_t r = 127; r < 130; ++r)
+        for (int64_t i = 0; i < k; ++i) {
+          const uint8_t c = q.codes.data<uint8_t>()[r * k + i];
+          const float want = f == QuantFormat::kInt8PerChannel
+                                 ? static_cast<float>(static_cast<int8_t>(c)) * q.scales.f32()[r]
+                             : f == QuantFormat::kFp8PerChannel
+                                 ? table[c] * q.scales.f32()[r]
+                                 : table[c] * q.scales.f32()[(r / 128) * bc + i / 128];
+          ASSERT_EQ(std::bit_cast<uint32_t>(d[(r - 127) * k + i]), std::bit_cast<uint32_t>(want))
+              << quant_format_name(f) << " K " << k << " row " << r << " channel " << i;
+        }
     }
 }
 
