@@ -19,16 +19,34 @@ constexpr const char* kOp = "quantized_linear";
 // Output rows dequantized at once: large enough for an efficient GEMM, small enough that the
 // fp32 tile (rows × K floats) stays a few MB for K up to ~8k.
 constexpr int64_t kTileRows = 256;
-// Dequantizing is a table lookup per weight; below this many weights per tile one thread does
-// it: an OpenMP team forked next to OpenBLAS's own threads spins and yields against them and
-// cost 2x end to end on kite-tiny's small expert GEMMs.
+// Below this many weights per tile one thread decodes them (QuantizedWeight::dequantize_rows):
+// an OpenMP team forked next to OpenBLAS's own threads spins and yields against them and cost 2x
+// end to end on kite-tiny's small expert GEMMs.
 constexpr int64_t kParallelDequantMin = 1 << 20;
 
-// x (with input_scale applied) as the kernel's activation quantization sees it, [m, k].
-std::vector<float> prepare_activations(const Tensor& x, const QuantizedWeight& w, int64_t m) {
+// n floats of scratch for one call: the calling thread's kept buffer up to kKeptFloats (a
+// fresh vector for a 256-row tile, past malloc's mmap threshold from K = 128, cost a zero fill
+// and page faults on every call: a fifth of an FP8 decode step on kite-tiny), a vector of its
+// own past that, so that a long prefill's activations are not held after it.
+constexpr int64_t kKeptFloats = int64_t{1} << 22;  // 16 MiB
+class Scratch {
+ public:
+  Scratch(std::vector<float>& kept, int64_t n) {
+    std::vector<float>& use = n <= kKeptFloats ? kept : own_;
+    if (static_cast<int64_t>(use.size()) < n) use.resize(static_cast<size_t>(n));
+    data_ = use.data();
+  }
+  float* data() const { return data_; }
+
+ private:
+  std::vector<float> own_;
+  float* data_;
+};
+
+// x (with input_scale applied) as the kernel's activation quantization sees it, [m, k], into a.
+void prepare_activations(const Tensor& x, const QuantizedWeight& w, int64_t m, float* a) {
   const int64_t k = w.in_features;
-  std::vector<float> a(static_cast<size_t>(m * k));
-  std::memcpy(a.data(), x.data<float>(), a.size() * sizeof(float));
+  std::memcpy(a, x.data<float>(), static_cast<size_t>(m * k) * sizeof(float));
   if (w.input_scale.defined()) {
     const float* s = w.input_scale.data<float>();
     for (int64_t r = 0; r < m; ++r)
@@ -36,18 +54,17 @@ std::vector<float> prepare_activations(const Tensor& x, const QuantizedWeight& w
   }
   switch (w.format) {
     case QuantFormat::kFp8PerChannel:
-      fake_quantize_fp8_rows(a.data(), m, k, k);
+      fake_quantize_fp8_rows(a, m, k, k);
       break;
     case QuantFormat::kFp8Block:
-      fake_quantize_fp8_rows(a.data(), m, k, w.block_cols);
+      fake_quantize_fp8_rows(a, m, k, w.block_cols);
       break;
     case QuantFormat::kInt8PerChannel:
-      fake_quantize_int8_rows(a.data(), m, k);
+      fake_quantize_int8_rows(a, m, k);
       break;
     case QuantFormat::kInt4Group:
       break;
   }
-  return a;
 }
 
 }  // namespace
@@ -74,15 +91,19 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
     else
       std::fill(out + r * n, out + (r + 1) * n, 0.0f);
   }
-  const std::vector<float> a = prepare_activations(x, w, m);
-  std::vector<float> tile(static_cast<size_t>(std::min(n, kTileRows) * k));
+  thread_local std::vector<float> kept_activations, kept_tile;
+  const Scratch activations(kept_activations, m * k),
+      tile_scratch(kept_tile, std::min(n, kTileRows) * k);
+  float* a = activations.data();
+  float* tile = tile_scratch.data();
+  prepare_activations(x, w, m, a);
   cpu::ensure_blas_ready();
   for (int64_t n0 = 0; n0 < n; n0 += kTileRows) {
     const int64_t tn = std::min(kTileRows, n - n0);
     constexpr int64_t kChunk = 16;
 #pragma omp parallel for schedule(static) if (tn * k >= kParallelDequantMin)
     for (int64_t c = 0; c < tn; c += kChunk)
-      w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile.data() + c * k);
+      w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile + c * k);
 #ifdef KITE_NO_BLAS  // the GPU build's reference loop (CMakeLists.txt, KITE_BLAS)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < tn; ++j) {
@@ -92,8 +113,8 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
       }
 #else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
-                static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), tile.data(),
-                static_cast<int>(k), 1.0f, out + n0, static_cast<int>(n));
+                static_cast<int>(k), 1.0f, a, static_cast<int>(k), tile, static_cast<int>(k), 1.0f,
+                out + n0, static_cast<int>(n));
 #endif
   }
 }
