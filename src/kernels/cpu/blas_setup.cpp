@@ -11,6 +11,7 @@
 #include "kernels/cpu/blas_setup.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <array>
 #include <cstdlib>
@@ -80,6 +81,24 @@ void ensure_blas_ready() {
 std::string blas_core_name() {
   const char* name = openblas_get_corename ? openblas_get_corename() : nullptr;
   return name ? name : "unknown";
+}
+
+// Calls below this many multiply-adds run on one thread. Measured on a 2-core machine
+// (docs/BENCHMARKS.md, CPU threads): kite-tiny's decode GEMVs (at most 393 K: layer 0's stacked
+// gate_up) gained 3.8x end to end on one thread, while Qwen2.5-0.5B's q and o GEMVs (803 K)
+// lost 7 % of its decode on one.
+constexpr int64_t kOneThreadBelow = int64_t{1} << 19;
+
+BlasThreadsFor::BlasThreadsFor(int64_t madds) {
+  if (madds >= kOneThreadBelow) return;
+  const int threads = omp_get_max_threads();
+  if (threads <= 1) return;
+  omp_set_num_threads(1);
+  restore_ = threads;
+}
+
+BlasThreadsFor::~BlasThreadsFor() {
+  if (restore_) omp_set_num_threads(restore_);
 }
 
 }  // namespace kite::ops::cpu

@@ -63,6 +63,7 @@ void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y
     }
 #else
   cpu::ensure_blas_ready();
+  const cpu::BlasThreadsFor threads(m * n * k);
   if (m == 1) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0f, w,
                 static_cast<int>(k), a, 1, 1.0f, out, 1);

@@ -112,6 +112,7 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
         out[i * n + n0 + j] += acc;
       }
 #else
+    const cpu::BlasThreadsFor threads(m * tn * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
                 static_cast<int>(k), 1.0f, a, static_cast<int>(k), tile, static_cast<int>(k), 1.0f,
                 out + n0, static_cast<int>(n));

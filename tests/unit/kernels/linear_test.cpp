@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -91,6 +92,23 @@ TEST(Linear, UsesVectorBlasKernelsOnAvx2Cpus) {
   }
   for (const char* slow : {"Prescott", "Core2", "Nehalem", "Sandybridge", "Unknown"})
     EXPECT_NE(core, slow);
+}
+
+// A BLAS call too small to gain from a team runs on one thread (OpenBLAS's OpenMP build sizes
+// its team by omp_get_max_threads()); a large one keeps the count; the count comes back after.
+TEST(Linear, SmallBlasCallsRunOnOneThread) {
+  const int threads = omp_get_max_threads();
+  if (threads < 2) GTEST_SKIP() << "one OpenMP thread: nothing to change";
+  {
+    const ops::cpu::BlasThreadsFor small(256 * 768);
+    EXPECT_EQ(omp_get_max_threads(), 1);
+  }
+  EXPECT_EQ(omp_get_max_threads(), threads);
+  {
+    const ops::cpu::BlasThreadsFor large(int64_t{896} * 4864);
+    EXPECT_EQ(omp_get_max_threads(), threads);
+  }
+  EXPECT_EQ(omp_get_max_threads(), threads);
 }
 
 }  // namespace
