@@ -24,6 +24,15 @@ constexpr int64_t kTileRows = 256;
 // end to end on kite-tiny's small expert GEMMs.
 constexpr int64_t kParallelDequantMin = 1 << 20;
 
+// Up to this many rows (decode) each weight row is decoded and dotted with the activations
+// while it is in L1, instead of decoding [256, K] tiles for one GEMM: a 256-row tile (1 MB at
+// K = 1,024) written and read back through L2 / L3 made INT4 and FP8 decode slower than fp32 on
+// a model past the caches (Qwen2.5-0.5B on the 2-core dev machine: 103 and 142 ms a step
+// against 74; docs/BENCHMARKS.md, CPU threads). Rows are split over the OpenMP team only from
+// kRowDotParallelMin multiply-adds (waking the team costs more than a small GEMV).
+constexpr int64_t kRowDotMaxRows = 8;
+constexpr int64_t kRowDotParallelMin = int64_t{1} << 19;
+
 // n floats of scratch for one call: the calling thread's kept buffer up to kKeptFloats (a
 // fresh vector for a 256-row tile, past malloc's mmap threshold from K = 128, cost a zero fill
 // and page faults on every call: a fifth of an FP8 decode step on kite-tiny), a vector of its
@@ -92,11 +101,25 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
       std::fill(out + r * n, out + (r + 1) * n, 0.0f);
   }
   thread_local std::vector<float> kept_activations, kept_tile;
-  const Scratch activations(kept_activations, m * k),
-      tile_scratch(kept_tile, std::min(n, kTileRows) * k);
+  const Scratch activations(kept_activations, m * k);
   float* a = activations.data();
-  float* tile = tile_scratch.data();
   prepare_activations(x, w, m, a);
+  if (m <= kRowDotMaxRows) {
+    // Each weight row decoded into a buffer that stays in L1 and dotted with the m rows.
+#pragma omp parallel if (m * n * k >= kRowDotParallelMin)
+    {
+      thread_local std::vector<float> kept_row;
+      const Scratch row(kept_row, k);
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < n; ++j) {
+        w.dequantize_rows(j, j + 1, row.data());
+        for (int64_t t = 0; t < m; ++t) out[t * n + j] += cpu::dot(a + t * k, row.data(), k);
+      }
+    }
+    return;
+  }
+  const Scratch tile_scratch(kept_tile, std::min(n, kTileRows) * k);
+  float* tile = tile_scratch.data();
   cpu::ensure_blas_ready();
   for (int64_t n0 = 0; n0 < n; n0 += kTileRows) {
     const int64_t tn = std::min(kTileRows, n - n0);
