@@ -44,17 +44,28 @@ void decode_int4_run(const uint8_t* c, int64_t i0, int64_t i1, int zero, float s
   for (; i < i1; ++i) one(i);
 }
 
-// o[i] = table[c[i]] * scale for i in [i0, i1): FP8 codes through their decode table.
+// o[i] = table[c[i]] * scale for i in [i0, i1): FP8 E4M3 codes, table their decode table.
+// Vectorised without the table: the code's exponent and mantissa bits moved to fp32's (a float
+// of exponent field e and mantissa m / 8) times 2^120 is the E4M3 value exactly, subnormals
+// included (e = 0 is an fp32 subnormal, scaled exactly into range); the NaN codes (0x7F, 0xFF)
+// are put back as the table's NaN (then signed like the rest). A gather from the table was
+// slower (Qwen2.5-0.5B FP8 decode on the dev machine: 82 against 75 ms a step).
 void decode_fp8_run(const uint8_t* c, int64_t i0, int64_t i1, const float* table, float scale,
                     float* o) {
   int64_t i = i0;
 #if defined(__AVX2__)
-  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 s = _mm256_set1_ps(scale), pow120 = _mm256_set1_ps(0x1p120f);
+  const __m256 nan = _mm256_set1_ps(table[0x7F]);
+  const __m256i mag = _mm256_set1_epi32(0x7F), sign = _mm256_set1_epi32(0x80);
   for (; i + 8 <= i1; i += 8) {
     int64_t bytes;
     std::memcpy(&bytes, c + i, 8);
-    const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
-    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), s));
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    const __m256i em = _mm256_and_si256(v, mag);
+    __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(em, 20)), pow120);
+    f = _mm256_blendv_ps(f, nan, _mm256_castsi256_ps(_mm256_cmpeq_epi32(em, mag)));
+    f = _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, sign), 24)));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(f, s));
   }
 #endif
   for (; i < i1; ++i) o[i] = table[c[i]] * scale;
