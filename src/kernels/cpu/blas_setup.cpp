@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "core/logging.h"
+#include "kernels/cpu/cpu_common.h"
 
 extern "C" {
 char* openblas_get_corename(void) __attribute__((weak));
@@ -83,14 +84,8 @@ std::string blas_core_name() {
   return name ? name : "unknown";
 }
 
-// Calls below this many multiply-adds run on one thread. Measured on a 2-core machine
-// (docs/BENCHMARKS.md, CPU threads): kite-tiny's decode GEMVs (at most 393 K: layer 0's stacked
-// gate_up) gained 3.8x end to end on one thread, while Qwen2.5-0.5B's q and o GEMVs (803 K)
-// lost 7 % of its decode on one.
-constexpr int64_t kOneThreadBelow = int64_t{1} << 19;
-
 BlasThreadsFor::BlasThreadsFor(int64_t madds) {
-  if (madds >= kOneThreadBelow) return;
+  if (madds >= kParallelMinMadds) return;
   const int threads = omp_get_max_threads();
   if (threads <= 1) return;
   omp_set_num_threads(1);

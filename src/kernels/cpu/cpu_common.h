@@ -126,4 +126,10 @@ inline void softmax_row(const float* in, float* out, int64_t n) {
 // a few microseconds, more than the work itself.
 inline constexpr int64_t kParallelMinWork = 1 << 15;
 
+// A matrix product (BLAS or the quantized linear's row dots) below this many multiply-adds runs
+// on one thread. Measured on the 2-core dev machine (docs/BENCHMARKS.md, "CPU decode"):
+// kite-tiny's decode GEMVs (at most 393 K: layer 0's stacked gate_up) made its decode 3.7x
+// faster on one thread, while Qwen2.5-0.5B's q and o GEMVs (803 K) cost its decode 7 % on one.
+inline constexpr int64_t kParallelMinMadds = int64_t{1} << 19;
+
 }  // namespace kite::ops::cpu

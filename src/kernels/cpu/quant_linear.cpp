@@ -28,10 +28,9 @@ constexpr int64_t kParallelDequantMin = 1 << 20;
 // while it is in L1, instead of decoding [256, K] tiles for one GEMM: a 256-row tile (1 MB at
 // K = 1,024) written and read back through L2 / L3 made INT4 and FP8 decode slower than fp32 on
 // a model past the caches (Qwen2.5-0.5B on the 2-core dev machine: 103 and 142 ms a step
-// against 74; docs/BENCHMARKS.md, CPU threads). Rows are split over the OpenMP team only from
-// kRowDotParallelMin multiply-adds (waking the team costs more than a small GEMV).
+// against 74; docs/BENCHMARKS.md, "CPU decode"). Rows are split over the OpenMP team from
+// cpu::kParallelMinMadds multiply-adds, as BLAS calls are.
 constexpr int64_t kRowDotMaxRows = 8;
-constexpr int64_t kRowDotParallelMin = int64_t{1} << 19;
 
 // n floats of scratch for one call: the calling thread's kept buffer up to kKeptFloats (a
 // fresh vector for a 256-row tile, past malloc's mmap threshold from K = 128, cost a zero fill
@@ -106,7 +105,7 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
   prepare_activations(x, w, m, a);
   if (m <= kRowDotMaxRows) {
     // Each weight row decoded into a buffer that stays in L1 and dotted with the m rows.
-#pragma omp parallel if (m * n * k >= kRowDotParallelMin)
+#pragma omp parallel if (m * n * k >= cpu::kParallelMinMadds)
     {
       thread_local std::vector<float> kept_row;
       const Scratch row(kept_row, k);
