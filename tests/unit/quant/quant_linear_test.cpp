@@ -339,5 +339,37 @@ TEST(QuantFp8Codec, FastEncoderMatchesExhaustiveSearch) {
   EXPECT_EQ(bad, 0);
 }
 
+// fake_quantize_fp8_rows's 8-lane round trip (the value on E4M3's grid in fp32) against the
+// encode then the table read, bit for bit: every code's value, the midpoints between codes and
+// their neighbours (ties to even, carries into the exponent), the subnormal grid, ±0, NaN, and
+// values past 448, in rows whose amax sets a scale of 1 and in groups with other scales.
+TEST(QuantFp8Codec, RoundTripInLanesEqualsEncodeThenTable) {
+  std::vector<float> probes = {0.0f,      -0.0f,   448.0f, -448.0f,
+                               0.015625f, 0.0154f, 1e-12f, std::nanf("")};
+  for (int c = 0; c < 0x7E; ++c) {
+    const float lo = fp8e4m3_to_f32(static_cast<uint8_t>(c)),
+                hi = fp8e4m3_to_f32(static_cast<uint8_t>(c + 1));
+    for (float v : {lo, (lo + hi) / 2, std::nextafter((lo + hi) / 2, 0.0f),
+                    std::nextafter((lo + hi) / 2, 1e9f)})
+      probes.insert(probes.end(), {v, -v});
+  }
+  const float* table = fp8e4m3_table();
+  for (int64_t group : {int64_t{0}, int64_t{37}}) {  // one group a row (scale 1), or many
+    const int64_t cols = static_cast<int64_t>(probes.size());
+    std::vector<float> row = probes, want(probes.size());
+    for (int64_t c0 = 0; c0 < cols; c0 += group ? group : cols) {
+      const int64_t n = std::min(group ? group : cols, cols - c0);
+      float amax = 0.0f;
+      for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[c0 + i]));
+      const float sc = activation_scale(amax, 448.0f), inv = 1.0f / sc;
+      for (int64_t i = 0; i < n; ++i) want[c0 + i] = table[fp8e4m3_encode(row[c0 + i] * inv)] * sc;
+    }
+    fake_quantize_fp8_rows(row.data(), 1, cols, group);
+    for (int64_t i = 0; i < cols; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(row[i]), std::bit_cast<uint32_t>(want[i]))
+          << "group " << group << " value " << probes[i] << " (" << i << ")";
+  }
+}
+
 }  // namespace
 }  // namespace kite
