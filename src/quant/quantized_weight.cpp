@@ -47,7 +47,8 @@ void decode_int4_run(const uint8_t* c, int64_t i0, int64_t i1, int zero, float s
 // o[i] = table[c[i]] * scale for i in [i0, i1): FP8 E4M3 codes, table their decode table.
 // Vectorised without the table: the code's exponent and mantissa bits moved to fp32's (a float
 // of exponent field e and mantissa m / 8) times 2^120 is the E4M3 value exactly, subnormals
-// included (e = 0 is an fp32 subnormal, scaled exactly into range); the NaN codes (0x7F, 0xFF)
+// included (e = 0 is an fp32 subnormal, scaled exactly into range: this needs the default
+// floating-point mode, without denormals-are-zero); the NaN codes (0x7F, 0xFF)
 // are put back as the table's NaN (then signed like the rest). A gather from the table was
 // slower (Qwen2.5-0.5B FP8 decode on the dev machine: 82 against 75 ms a step).
 void decode_fp8_run(const uint8_t* c, int64_t i0, int64_t i1, const float* table, float scale,
