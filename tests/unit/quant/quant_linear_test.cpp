@@ -187,14 +187,7 @@ TEST(QuantLinear, Int4DecodeGivesEachChannelItsGroupValueExactly) {
   for (int64_t k : {1, 15, 16, 17, 48, 301, 1000})
     for (int64_t group : {7, 16, 33, 128, 1024}) {
       const int64_t n = 5, groups = (k + group - 1) / group;
-      QuantizedWeight q;
-      q.format = QuantFormat::kInt4Group;
-      q.out_features = n;
-      q.in_features = k;
-      q.group_size = group;
-      q.codes = Tensor::empty({n, (k + 1) / 2}, DType::kU8);
-      q.scales = Tensor::empty({n, groups});
-      q.zeros = Tensor::empty({n, groups}, DType::kU8);
+      QuantizedWeight q = empty_int4_group(n, k, group);
       for (int64_t i = 0; i < q.codes.numel(); ++i)
         q.codes.data<uint8_t>()[i] = static_cast<uint8_t>(byte(rng));
       for (int64_t i = 0; i < n * groups; ++i) {
@@ -319,10 +312,9 @@ TEST(QuantLinear, ValidateAndShapeChecksReject) {
 namespace kite {
 namespace {
 
-// The fast encoder used on hot paths equals core's exhaustive search: on every code's value,
-// every midpoint between neighbouring codes (the ties), and random floats over the range.
-TEST(QuantFp8Codec, FastEncoderMatchesExhaustiveSearch) {
-  std::vector<float> probes = {0.0f, -0.0f, 448.0f, 500.0f, -1e9f, 1e-12f, 0.015625f, 0.0154f};
+// Every E4M3 code's value below 448, the midpoint to the next code and the floats either side
+// of it, each with both signs.
+void add_code_probes(std::vector<float>& probes) {
   for (int c = 0; c < 0x7E; ++c) {
     const float lo = fp8e4m3_to_f32(static_cast<uint8_t>(c)),
                 hi = fp8e4m3_to_f32(static_cast<uint8_t>(c + 1));
@@ -330,6 +322,13 @@ TEST(QuantFp8Codec, FastEncoderMatchesExhaustiveSearch) {
                     std::nextafter((lo + hi) / 2, 1e9f)})
       probes.insert(probes.end(), {v, -v});
   }
+}
+
+// The fast encoder used on hot paths equals core's exhaustive search: on every code's value,
+// every midpoint between neighbouring codes (the ties), and random floats over the range.
+TEST(QuantFp8Codec, FastEncoderMatchesExhaustiveSearch) {
+  std::vector<float> probes = {0.0f, -0.0f, 448.0f, 500.0f, -1e9f, 1e-12f, 0.015625f, 0.0154f};
+  add_code_probes(probes);
   std::mt19937 rng(9);
   for (int i = 0; i < 20000; ++i)
     probes.push_back(std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng),
@@ -341,18 +340,12 @@ TEST(QuantFp8Codec, FastEncoderMatchesExhaustiveSearch) {
 
 // fake_quantize_fp8_rows's 8-lane round trip (the value on E4M3's grid in fp32) against the
 // encode then the table read, bit for bit: every code's value, the midpoints between codes and
-// their neighbours (ties to even, carries into the exponent), the subnormal grid, ±0, NaN, and
-// values past 448, in rows whose amax sets a scale of 1 and in groups with other scales.
+// their neighbours (ties to even, carries into the exponent), the subnormal grid, ±0 and NaN, in
+// rows whose amax sets a scale of 1 and in groups with other scales.
 TEST(QuantFp8Codec, RoundTripInLanesEqualsEncodeThenTable) {
   std::vector<float> probes = {0.0f,      -0.0f,   448.0f, -448.0f,
                                0.015625f, 0.0154f, 1e-12f, std::nanf("")};
-  for (int c = 0; c < 0x7E; ++c) {
-    const float lo = fp8e4m3_to_f32(static_cast<uint8_t>(c)),
-                hi = fp8e4m3_to_f32(static_cast<uint8_t>(c + 1));
-    for (float v : {lo, (lo + hi) / 2, std::nextafter((lo + hi) / 2, 0.0f),
-                    std::nextafter((lo + hi) / 2, 1e9f)})
-      probes.insert(probes.end(), {v, -v});
-  }
+  add_code_probes(probes);
   const float* table = fp8e4m3_table();
   for (int64_t group : {int64_t{0}, int64_t{37}}) {  // one group a row (scale 1), or many
     const int64_t cols = static_cast<int64_t>(probes.size());
