@@ -25,7 +25,7 @@ constexpr int64_t kTileRows = 256;
 constexpr int64_t kParallelDequantMin = 1 << 20;
 
 // Up to this many rows (decode) each weight row is decoded and dotted with the activations
-// while it is in L1, instead of decoding [256, K] tiles for one GEMM: a 256-row tile (1 MB at
+// while it is in L1 (L2 past K = 12 K), instead of decoding [256, K] tiles for one GEMM: a 256-row tile (1 MB at
 // K = 1,024) written and read back through L2 / L3 made INT4 and FP8 decode slower than fp32 on
 // a model past the caches (Qwen2.5-0.5B on the 2-core dev machine: 103 and 142 ms a step
 // against 74; docs/BENCHMARKS.md, "CPU decode"). Rows are split over the OpenMP team from
@@ -104,7 +104,7 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
   float* a = activations.data();
   prepare_activations(x, w, m, a);
   if (m <= kRowDotMaxRows) {
-    // Each weight row decoded into a buffer that stays in L1 and dotted with the m rows.
+    // Each weight row decoded into a buffer that stays in the core's cache, dotted with the m rows.
 #pragma omp parallel if (m * n * k >= cpu::kParallelMinMadds)
     {
       thread_local std::vector<float> kept_row;
