@@ -4,6 +4,8 @@
 #include <cblas.h>
 #endif
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -19,10 +21,6 @@ constexpr const char* kOp = "quantized_linear";
 // Output rows dequantized at once: large enough for an efficient GEMM, small enough that the
 // fp32 tile (rows × K floats) stays a few MB for K up to ~8k.
 constexpr int64_t kTileRows = 256;
-// Below this many weights per tile one thread decodes them (QuantizedWeight::dequantize_rows):
-// an OpenMP team forked next to OpenBLAS's own threads spins and yields against them and cost 2x
-// end to end on kite-tiny's small expert GEMMs.
-constexpr int64_t kParallelDequantMin = 1 << 20;
 
 // Up to this many rows (decode) each weight row is decoded and dotted with the activations
 // while it is in L1 (L2 past K = 12 K), instead of decoding [256, K] tiles for one GEMM: a 256-row tile (1 MB at
@@ -117,16 +115,22 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
     }
     return;
   }
-  const Scratch tile_scratch(kept_tile, std::min(n, kTileRows) * k);
-  float* tile = tile_scratch.data();
   cpu::ensure_blas_ready();
-  for (int64_t n0 = 0; n0 < n; n0 += kTileRows) {
-    const int64_t tn = std::min(kTileRows, n - n0);
-    constexpr int64_t kChunk = 16;
-#pragma omp parallel for schedule(static) if (tn * k >= kParallelDequantMin)
-    for (int64_t c = 0; c < tn; c += kChunk)
-      w.dequantize_rows(n0 + c, n0 + std::min(tn, c + kChunk), tile + c * k);
+  // Tiles of at most kTileRows rows, as many as a multiple of the team so that every thread gets
+  // the same rows; a thread decodes a tile and runs a one-thread sgemm on it, so no team is woken
+  // per tile (a 256-row tile's decode ran on one thread while the other waited, and each tile's
+  // sgemm forked its own team).
+  const bool team = m * n * k >= cpu::kParallelMinMadds && n > kTileRows;
+  const int64_t threads = team ? omp_get_max_threads() : 1;
+  const int64_t tiles = (n + kTileRows * threads - 1) / (kTileRows * threads) * threads;
+  const int64_t tile_rows = (n + tiles - 1) / tiles;
+  // Decodes tile t into `tile` and adds its product to out, on one thread when `one_thread`.
+  auto tile_gemm = [&](int64_t t, float* tile, bool one_thread) {
+    const int64_t n0 = t * tile_rows, tn = std::min(tile_rows, n - n0);
+    if (tn <= 0) return;
+    w.dequantize_rows(n0, n0 + tn, tile);
 #ifdef KITE_NO_BLAS  // the GPU build's reference loop (CMakeLists.txt, KITE_BLAS)
+    (void)one_thread;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < tn; ++j) {
         float acc = 0.0f;
@@ -134,11 +138,24 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
         out[i * n + n0 + j] += acc;
       }
 #else
-    const cpu::BlasThreadsFor threads(m * tn * k);
+    const cpu::BlasThreadsFor blas_threads(one_thread ? 0 : m * tn * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
                 static_cast<int>(k), 1.0f, a, static_cast<int>(k), tile, static_cast<int>(k), 1.0f,
                 out + n0, static_cast<int>(n));
 #endif
+  };
+  // No parallel region at all without a team: with this loop inside an inactive `omp parallel
+  // if`, kite-tiny's INT4 512-token prefill (BLAS forking its own team in there) was ~5 % slower.
+  if (!team) {
+    const Scratch tile_scratch(kept_tile, tile_rows * k);
+    for (int64_t t = 0; t < tiles; ++t) tile_gemm(t, tile_scratch.data(), false);
+    return;
+  }
+#pragma omp parallel
+  {
+    const Scratch tile_scratch(kept_tile, tile_rows * k);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) tile_gemm(t, tile_scratch.data(), true);
   }
 }
 

@@ -270,6 +270,39 @@ TEST(QuantLinear, StackedRowsEqualSeparateLinears) {
   for (int64_t i = 0; i < da.numel(); ++i) ASSERT_EQ(d.f32()[i], da.f32()[i]);
 }
 
+// Past kRowDotMaxRows rows quantized_linear decodes tiles of rows for an sgemm (on one thread, or
+// a tile a thread in a team from cpu::kParallelMinMadds); up to it, it dots each decoded row with
+// the activations. Activation quantization is per row, so every row of a many-row call equals
+// that row alone (the float64-checked path above) up to the order of the sums: K crossing
+// groups and blocks, N over several tiles (1,100: six in a team of two, the last shorter) and
+// within one.
+TEST(QuantLinear, ManyRowsAgreeWithEachRowAlone) {
+  std::mt19937 rng(8);
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  for (const Shape3 sh : {Shape3{40, 1100, 300}, Shape3{9, 300, 70}, Shape3{12, 40, 256}}) {
+    Tensor x = random_tensor({sh.m, sh.k}, rng, -2.0f, 2.0f), w = random_tensor({sh.n, sh.k}, rng);
+    Tensor bias = random_tensor({sh.n}, rng);
+    QuantizedWeight int8 = quantize_int8_per_channel(w);
+    int8.input_scale = random_tensor({sh.k}, rng, 0.2f, 2.0f);
+    const QuantizedWeight forms[] = {quantize_fp8_per_channel(w), quantize_fp8_block(w, 128, 128),
+                                     int8, quantize_int4_group(w, 64)};
+    for (const QuantizedWeight& q : forms) {
+      SCOPED_TRACE(std::string(quant_format_name(q.format)) + " m=" + std::to_string(sh.m) +
+                   " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k));
+      const Tensor y = run(x, q, &bias);
+      for (int64_t r = 0; r < sh.m; ++r) {
+        Tensor row = Tensor::empty({1, sh.k});
+        std::copy_n(x.f32().begin() + r * sh.k, sh.k, row.f32().begin());
+        const Tensor yr = run(row, q, &bias);
+        const std::vector<double> alone(yr.f32().begin(), yr.f32().end());
+        ASSERT_TRUE(all_close(y.f32().subspan(r * sh.n, sh.n), alone, 1e-5, 1e-4)) << "row " << r;
+      }
+    }
+  }
+}
+
 // Activation rows whose largest magnitude is far below FLT_MIN * 448: the scale stops at FLT_MIN,
 // so 1 / scale stays finite and the zeros stay zeros (0 * inf would be NaN), and an all-zero row
 // keeps scale 1.
