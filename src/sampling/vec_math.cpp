@@ -138,6 +138,10 @@ double sum_exp(std::span<const float> x, float shift, float scale) {
   return exp_range(x.data(), 0, x.size(), shift, scale, nullptr);
 }
 
+double exp_shifted_in_place(std::span<float> x, float shift) {
+  return exp_range(x.data(), 0, x.size(), shift, 1.0f, x.data());
+}
+
 double exp_weights(std::span<const float> x, float shift, float scale, std::span<float> weights,
                    std::vector<double>& block_sums) {
   const size_t n = x.size();

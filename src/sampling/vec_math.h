@@ -26,6 +26,9 @@ size_t first_index_of(std::span<const float> x, float value);
 // sum_i exp((x[i] - shift) * scale). `scale` must be finite and > 0.
 double sum_exp(std::span<const float> x, float shift, float scale);
 
+// x[i] = exp(x[i] - shift) in place; returns the sum (the CPU attention's softmax numerators).
+double exp_shifted_in_place(std::span<float> x, float shift);
+
 // Block size of the partial sums kept by exp_weights, so a draw skips whole blocks.
 inline constexpr size_t kWeightBlock = 512;
 

@@ -151,6 +151,11 @@ std::vector<AttnCase> attention_cases() {
   cases.push_back(
       {"mixed_batch", {{40, 5}, {16, 1}, {17, 17}, {1, 1}, {33, 0}, {70, 3}}, 4, 2, 64, 64, 16});
   cases.push_back({"mla_dims", {{20, 20}, {35, 3}}, 4, 4, 192, 128, 16});
+  // Value widths past 64 by whole 8-float chunks (MLA's latent rows: 64 + 16) and by 7 chunks
+  // and 3 floats: each count of leftover chunks takes its own accumulator set.
+  cases.push_back({"latent_rows", {{40, 40}, {9, 2}}, 4, 1, 80, 80, 16});
+  cases.push_back({"v_dim_59", {{21, 7}}, 2, 1, 40, 59, 16});
+  cases.push_back({"v_dim_27", {{12, 12}}, 2, 2, 24, 27, 8});
   cases.push_back({"odd_dims_block4", {{13, 6}, {9, 1}}, 3, 1, 17, 9, 4});
   cases.push_back({"block1", {{5, 5}, {3, 1}}, 2, 1, 8, 8, 1});
   cases.push_back({"peaky_softmax", {{48, 4}}, 2, 1, 64, 64, 16, 40.0f});
@@ -159,6 +164,22 @@ std::vector<AttnCase> attention_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionTest, ::testing::ValuesIn(attention_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// A NaN in a query gives that query's head NaN outputs (as the exp of a NaN score would), not a
+// tiny weight from the softmax's polynomial exp; the other heads stay finite. Query 15 sees 16
+// keys, all of them in the exp's 8-lane part.
+TEST(PagedAttention, NanQueryGivesNanOutput) {
+  const AttnCase c{"nan", {{24, 24}}, 2, 1, 80, 80, 16};
+  std::mt19937 rng(62);
+  Batch b = make_batch(c, rng);
+  b.q.data<float>()[(15 * c.num_heads + 1) * c.head_dim_qk + 3] = std::nanf("");
+  Tensor out = poisoned({b.q.size(0), c.num_heads, c.head_dim_v});
+  ops::paged_attention(b.q, b.k_cache, b.v_cache, params_for(b, c.block_size, 0.1f), out);
+  for (int64_t h = 0; h < c.num_heads; ++h)
+    for (int64_t i = 0; i < c.head_dim_v; ++i)
+      EXPECT_EQ(std::isnan(out.data<float>()[(15 * c.num_heads + h) * c.head_dim_v + i]), h == 1)
+          << "head " << h << " dim " << i;
+}
 
 TEST(PagedAttention, RejectsInconsistentBatches) {
   std::mt19937 rng(62);
