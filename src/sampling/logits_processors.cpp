@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "sampling/vec_math.h"
+#include "core/vec_math.h"
 
 namespace kite {
 namespace {

@@ -15,7 +15,7 @@
 #include "kernels/cpu/attention_fp8.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/ops.h"
-#include "sampling/vec_math.h"
+#include "core/vec_math.h"
 
 namespace kite::ops {
 namespace {

@@ -1,6 +1,7 @@
-// The sampler's vocabulary-wide loops: maximum, exp-sums and threshold scans over one
-// logits row (~150k floats). They dominate sampling time, so they use AVX2 (the CPU
-// backend's floor) when compiled for it, with scalar loops otherwise.
+// Vector loops over float rows: the sampler's vocabulary-wide maximum, exp-sums and threshold
+// scans over one logits row (~150k floats), which dominate sampling time, and the CPU
+// attention's softmax numerators. They use AVX2 (the CPU backend's floor) when compiled for
+// it, with scalar loops otherwise.
 //
 // exp here is a Cephes-style polynomial (about 2 ulp for the arguments seen here, the
 // range (-87, 0]); arguments below -87.3 (including -inf) give exactly 0, so a masked

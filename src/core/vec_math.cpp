@@ -1,4 +1,4 @@
-#include "sampling/vec_math.h"
+#include "core/vec_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-#define KITE_SAMPLING_AVX2 1
+#define KITE_VEC_AVX2 1
 #endif
 
 namespace kite::vec {
@@ -14,7 +14,7 @@ namespace {
 
 constexpr float kExpMinArg = -87.33654f;  // ln(FLT_MIN): below it exp returns 0
 
-#ifdef KITE_SAMPLING_AVX2
+#ifdef KITE_VEC_AVX2
 // Cephes expf: exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2) / 2, with ln 2 split
 // in two constants so r keeps full precision. Arguments here are <= 0.
 inline __m256 exp8(__m256 x) {
@@ -57,7 +57,7 @@ inline float exp1(float x) { return x < kExpMinArg ? 0.0f : std::exp(x); }
 double exp_range(const float* x, size_t begin, size_t end, float shift, float scale, float* w) {
   size_t i = begin;
   double sum = 0.0;
-#ifdef KITE_SAMPLING_AVX2
+#ifdef KITE_VEC_AVX2
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
   const __m256 vshift = _mm256_set1_ps(shift), vscale = _mm256_set1_ps(scale);
   for (; i + 8 <= end; i += 8) {
@@ -81,7 +81,7 @@ RowMax row_max(std::span<const float> x) {
   float m = -std::numeric_limits<float>::infinity();
   bool bad = false;
   size_t i = 0;
-#ifdef KITE_SAMPLING_AVX2
+#ifdef KITE_VEC_AVX2
   __m256 vm = _mm256_set1_ps(m);
   __m256 vbad = _mm256_setzero_ps();
   for (; i + 8 <= x.size(); i += 8) {
@@ -104,7 +104,7 @@ RowMax row_max(std::span<const float> x) {
 
 size_t first_index_of(std::span<const float> x, float value) {
   size_t i = 0;
-#ifdef KITE_SAMPLING_AVX2
+#ifdef KITE_VEC_AVX2
   const __m256 vv = _mm256_set1_ps(value);
   for (; i + 8 <= x.size(); i += 8) {
     const int mask =
@@ -120,7 +120,7 @@ size_t first_index_of(std::span<const float> x, float value) {
 
 size_t next_greater(std::span<const float> x, size_t begin, float threshold) {
   size_t i = begin;
-#ifdef KITE_SAMPLING_AVX2
+#ifdef KITE_VEC_AVX2
   const __m256 vt = _mm256_set1_ps(threshold);
   for (; i + 8 <= x.size(); i += 8) {
     const int mask =

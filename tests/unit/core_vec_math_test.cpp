@@ -1,4 +1,4 @@
-#include "sampling/vec_math.h"
+#include "core/vec_math.h"
 
 #include <gtest/gtest.h>
 
