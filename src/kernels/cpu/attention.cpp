@@ -183,12 +183,14 @@ void attend_one(const float* q, const float* k_cache, const float* v_cache,
   const int64_t row_k = d.num_kv_heads * d.head_dim_qk;  // stride between slots in k_cache
   const int64_t row_v = d.num_kv_heads * d.head_dim_v;
   float max_score = -std::numeric_limits<float>::infinity();
-  bool nan = false;  // the polynomial exp below would turn a NaN score into a zero weight
+  // A NaN or +inf score makes the head's output NaN, as exp(score - max) did: the polynomial exp
+  // below would give a NaN argument a weight of about 1e-38 instead.
+  bool nan = false;
   for_each_cached_row(k_cache, table, num_keys, d.block_size, row_k, kv_head * d.head_dim_qk,
                       [&](int64_t j, const float* k) {
                         scores[j] = cpu::dot(q, k, d.head_dim_qk) * scale;
                         max_score = std::max(max_score, scores[j]);
-                        nan |= std::isnan(scores[j]);
+                        nan |= !(scores[j] < std::numeric_limits<float>::infinity());
                       });
   if (nan) {
     std::fill(out, out + d.head_dim_v, std::numeric_limits<float>::quiet_NaN());

@@ -165,20 +165,24 @@ std::vector<AttnCase> attention_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionTest, ::testing::ValuesIn(attention_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// A NaN in a query gives that query's head NaN outputs (as the exp of a NaN score would), not a
-// tiny weight from the softmax's polynomial exp; the other heads stay finite. Query 15 sees 16
-// keys, all of them in the exp's 8-lane part.
-TEST(PagedAttention, NanQueryGivesNanOutput) {
+// A NaN or an infinity in a query gives that query's head NaN outputs (as exp(score - max) of a
+// NaN or +inf score would), not a tiny weight from the softmax's polynomial exp; the other heads
+// stay finite. Queries 7 and 15 see 8 and 16 keys, all in the exp's 8-lane part.
+TEST(PagedAttention, NanOrInfiniteQueryGivesNanOutput) {
   const AttnCase c{"nan", {{24, 24}}, 2, 1, 80, 80, 16};
   std::mt19937 rng(62);
   Batch b = make_batch(c, rng);
-  b.q.data<float>()[(15 * c.num_heads + 1) * c.head_dim_qk + 3] = std::nanf("");
+  float* q = b.q.data<float>();
+  q[(15 * c.num_heads + 1) * c.head_dim_qk + 3] = std::nanf("");
+  q[(7 * c.num_heads + 0) * c.head_dim_qk + 5] = std::numeric_limits<float>::infinity();
   Tensor out = poisoned({b.q.size(0), c.num_heads, c.head_dim_v});
   ops::paged_attention(b.q, b.k_cache, b.v_cache, params_for(b, c.block_size, 0.1f), out);
-  for (int64_t h = 0; h < c.num_heads; ++h)
-    for (int64_t i = 0; i < c.head_dim_v; ++i)
-      EXPECT_EQ(std::isnan(out.data<float>()[(15 * c.num_heads + h) * c.head_dim_v + i]), h == 1)
-          << "head " << h << " dim " << i;
+  for (const auto [t, bad_head] : {std::pair<int64_t, int64_t>{15, 1}, {7, 0}})
+    for (int64_t h = 0; h < c.num_heads; ++h)
+      for (int64_t i = 0; i < c.head_dim_v; ++i)
+        EXPECT_EQ(std::isnan(out.data<float>()[(t * c.num_heads + h) * c.head_dim_v + i]),
+                  h == bad_head)
+            << "token " << t << " head " << h << " dim " << i;
 }
 
 TEST(PagedAttention, RejectsInconsistentBatches) {
