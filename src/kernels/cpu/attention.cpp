@@ -10,12 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
+#include "core/vec_math.h"
 #include "kernels/cpu/attention_fp8.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/ops.h"
-#include "core/vec_math.h"
 
 namespace kite::ops {
 namespace {
@@ -182,21 +183,18 @@ void attend_one(const float* q, const float* k_cache, const float* v_cache,
                 const AttentionDims& d, float scale, float* scores, float* out) {
   const int64_t row_k = d.num_kv_heads * d.head_dim_qk;  // stride between slots in k_cache
   const int64_t row_v = d.num_kv_heads * d.head_dim_v;
-  float max_score = -std::numeric_limits<float>::infinity();
+  for_each_cached_row(
+      k_cache, table, num_keys, d.block_size, row_k, kv_head * d.head_dim_qk,
+      [&](int64_t j, const float* k) { scores[j] = cpu::dot(q, k, d.head_dim_qk) * scale; });
   // A NaN or +inf score makes the head's output NaN, as exp(score - max) did: the polynomial exp
   // below would give a NaN argument a weight of about 1e-38 instead.
-  bool nan = false;
-  for_each_cached_row(k_cache, table, num_keys, d.block_size, row_k, kv_head * d.head_dim_qk,
-                      [&](int64_t j, const float* k) {
-                        scores[j] = cpu::dot(q, k, d.head_dim_qk) * scale;
-                        max_score = std::max(max_score, scores[j]);
-                        nan |= !(scores[j] < std::numeric_limits<float>::infinity());
-                      });
-  if (nan) {
+  const std::span<float> row(scores, static_cast<size_t>(num_keys));
+  const vec::RowMax max = vec::row_max(row);
+  if (max.has_nan_or_pos_inf) {
     std::fill(out, out + d.head_dim_v, std::numeric_limits<float>::quiet_NaN());
     return;
   }
-  const double sum = vec::exp_shifted_in_place({scores, static_cast<size_t>(num_keys)}, max_score);
+  const double sum = vec::exp_shifted_in_place(row, max.max);
   weighted_sum_rows(scores, v_cache, table, num_keys, d.block_size, row_v, kv_head * d.head_dim_v,
                     d.head_dim_v, out);
   const float inv = static_cast<float>(1.0 / sum);
