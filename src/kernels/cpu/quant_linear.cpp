@@ -124,13 +124,12 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
   const int64_t threads = team ? omp_get_max_threads() : 1;
   const int64_t tiles = (n + kTileRows * threads - 1) / (kTileRows * threads) * threads;
   const int64_t tile_rows = (n + tiles - 1) / tiles;
-  // Decodes tile t into `tile` and adds its product to out, on one thread when `one_thread`.
-  auto tile_gemm = [&](int64_t t, float* tile, bool one_thread) {
+  // Decodes tile t into `tile` and adds its product to out (a one-thread sgemm in a team).
+  auto tile_gemm = [&](int64_t t, float* tile) {
     const int64_t n0 = t * tile_rows, tn = std::min(tile_rows, n - n0);
     if (tn <= 0) return;
     w.dequantize_rows(n0, n0 + tn, tile);
 #ifdef KITE_NO_BLAS  // the GPU build's reference loop (CMakeLists.txt, KITE_BLAS)
-    (void)one_thread;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < tn; ++j) {
         float acc = 0.0f;
@@ -138,7 +137,7 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
         out[i * n + n0 + j] += acc;
       }
 #else
-    const cpu::BlasThreadsFor blas_threads(one_thread ? 0 : m * tn * k);
+    const cpu::BlasThreadsFor blas_threads(team ? 0 : m * tn * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(tn),
                 static_cast<int>(k), 1.0f, a, static_cast<int>(k), tile, static_cast<int>(k), 1.0f,
                 out + n0, static_cast<int>(n));
@@ -148,14 +147,14 @@ void quantized_linear(const Tensor& x, const QuantizedWeight& w, const Tensor* b
   // if`, kite-tiny's INT4 512-token prefill (BLAS forking its own team in there) was ~5 % slower.
   if (!team) {
     const Scratch tile_scratch(kept_tile, tile_rows * k);
-    for (int64_t t = 0; t < tiles; ++t) tile_gemm(t, tile_scratch.data(), false);
+    for (int64_t t = 0; t < tiles; ++t) tile_gemm(t, tile_scratch.data());
     return;
   }
 #pragma omp parallel
   {
     const Scratch tile_scratch(kept_tile, tile_rows * k);
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) tile_gemm(t, tile_scratch.data(), true);
+    for (int64_t t = 0; t < tiles; ++t) tile_gemm(t, tile_scratch.data());
   }
 }
 
