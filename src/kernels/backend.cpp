@@ -34,10 +34,18 @@ Result<Tensor> Backend::stacked_weight(const WeightStore& store,
   return upload(host);
 }
 
+Tensor Backend::unfold_norm(const Tensor& x, const FoldedNorm& fold) {
+  Tensor h = empty(x.shape(), x.dtype());
+  add_rms_norm(*fold.residual, x, *fold.weight, fold.eps, h);
+  return h;
+}
+
 void Backend::quantized_linear(const Tensor& x, const QuantizedWeight* host, const void*,
-                               const Tensor* bias, Tensor& y, const Tensor*) {
+                               const Tensor* bias, Tensor& y, const Tensor*,
+                               const FoldedNorm* fold) {
   if (!host) throw std::invalid_argument("quantized_linear: this backend needs the host form");
-  ops::quantized_linear(x, *host, bias, y);  // from x itself: no backend here makes codes
+  // From x itself: no backend here makes codes.
+  ops::quantized_linear(fold ? unfold_norm(x, *fold) : x, *host, bias, y);
 }
 
 void Backend::add_rms_norm_codes(Tensor&, const Tensor&, const Tensor&, float, Tensor&, const void*,
@@ -70,13 +78,14 @@ void Backend::split_columns(const Tensor& y, std::span<Tensor* const> outs) {
 
 void Backend::quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
                                      const void* prepared, const Tensor* bias,
-                                     std::span<Tensor* const> outs, const Tensor* codes) {
+                                     std::span<Tensor* const> outs, const Tensor* codes,
+                                     const FoldedNorm* fold) {
   if (outs.empty()) throw std::invalid_argument("quantized_linear_split: no outputs");
   int64_t width = 0;
   for (const Tensor* out : outs) width += out->size(-1);
   const int64_t m = outs[0]->numel() / std::max<int64_t>(1, outs[0]->size(-1));
   Tensor y = empty({m, width}, outs[0]->dtype());
-  quantized_linear(x, host, prepared, bias, y, codes);
+  quantized_linear(x, host, prepared, bias, y, codes, fold);
   split_columns(y, outs);
 }
 
@@ -108,9 +117,10 @@ void Backend::linear_silu_mul(const Tensor& x, const Tensor& gate_up, Tensor& ou
 }
 
 void Backend::quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
-                                        const void* prepared, Tensor& out, const Tensor* codes) {
+                                        const void* prepared, Tensor& out, const Tensor* codes,
+                                        const FoldedNorm* fold) {
   Tensor both = empty({out.numel() / out.size(-1), 2 * out.size(-1)}, out.dtype());
-  quantized_linear(x, host, prepared, nullptr, both, codes);
+  quantized_linear(x, host, prepared, nullptr, both, codes, fold);
   silu_mul(both, out);
 }
 

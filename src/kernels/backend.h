@@ -142,11 +142,27 @@ class Backend {
                                                       uint64_t seed) {
     return nullptr;
   }
+  // A residual-add + RMSNorm whose output only the linear after it reads, folded into that
+  // linear: the linear is given the norm's input as x and computes the linear of
+  // rms_norm(*residual + x) * *weight, with *residual += x, as add_rms_norm then the linear
+  // would. Passed to the quantized linears below only where folds_norm says their kernel does it.
+  struct FoldedNorm {
+    Tensor* residual;
+    const Tensor* weight;
+    float eps;
+  };
+  // Whether the prepared linear's kernel folds the norm before it at `rows` rows (the CUDA
+  // backend's FP8 / INT8 decode GEMV at one or two rows; the default: none).
+  virtual bool folds_norm(const void* prepared, int64_t rows) { return false; }
+  // x normed as `fold` says (add_rms_norm into step scratch), for a linear that does not fold it.
+  Tensor unfold_norm(const Tensor& x, const FoldedNorm& fold);
   // y = the quantized linear of kernels/quant_ops.h, from the host form (`host`, CPU) or the
   // prepared form (`prepared`, from prepare_quantized / dummy_quantized). `codes`: x's
-  // activation codes made by the norm that wrote x (add_rms_norm_codes), or null.
+  // activation codes made by the norm that wrote x (add_rms_norm_codes), or null. `fold` (here
+  // and below): the norm folded in (FoldedNorm), or null.
   virtual void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
-                                const Tensor* bias, Tensor& y, const Tensor* codes = nullptr);
+                                const Tensor* bias, Tensor& y, const Tensor* codes = nullptr,
+                                const FoldedNorm* fold = nullptr);
   // Bytes of the activation codes the prepared linear reads at `rows` rows of input where the
   // norm that writes that input can make them (add_rms_norm_codes), sparing the linear its own
   // quantization launch; 0 where it reads none (the default; the CUDA backend's FP8 / INT8 per
@@ -166,7 +182,8 @@ class Backend {
   // the CUDA backend's quantized kernels write the parts directly).
   virtual void quantized_linear_split(const Tensor& x, const QuantizedWeight* host,
                                       const void* prepared, const Tensor* bias,
-                                      std::span<Tensor* const> outs, const Tensor* codes = nullptr);
+                                      std::span<Tensor* const> outs, const Tensor* codes = nullptr,
+                                      const FoldedNorm* fold = nullptr);
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   // rms_norm in place over the first `width` columns of each row of x [rows, C] (weight
   // [width]), the rest untouched: MLA's latent row [c_kv | k_rope]. The default copies the
@@ -184,7 +201,8 @@ class Backend {
   // FP8 / INT8 decode GEMV does both in one pass.
   virtual void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host,
                                          const void* prepared, Tensor& out,
-                                         const Tensor* codes = nullptr);
+                                         const Tensor* codes = nullptr,
+                                         const FoldedNorm* fold = nullptr);
   // out[t] = table[step token t].
   virtual void embedding(const Tensor& table, Tensor& out) = 0;
   // The attention input step, with the step's cos/sin and slots: rotates q's dims

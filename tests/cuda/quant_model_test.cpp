@@ -20,6 +20,7 @@
 #include <numeric>
 
 #include "kernels/cuda/backend/cuda_backend.h"
+#include "kernels/cuda/quant/quant_linear.h"
 #include "model/model.h"
 #include "quant/quant_plan.h"
 #include "runtime/model_runner.h"
@@ -173,6 +174,43 @@ TEST(CudaQuantModel, Fp8KvCacheMatchesTheCpu) {
                   s, err, kv_err);
       EXPECT_LT(err, std::max(3e-2, 1.5 * kv_err)) << "step " << s;
     }
+  }
+}
+
+// FP8 / INT8 decode at one row folds each residual-add + RMSNorm into the GEMV that reads its
+// output (quant_linear.h's QuantNormFold): q/k/v after the first layer, gate_up, and an 8-bit
+// lm_head. The fixtures' hidden sizes are at most 4,096, where the fold's sums are the norm's,
+// so the steps equal those of path 4 (the norm, then the GEMV on codes made before it) exactly.
+TEST(CudaQuantModel, FoldedNormsDecodeAsTheUnfoldedSteps) {
+  struct Case {
+    std::string model;
+    QuantMethod method, lm_head;
+  };
+  using Q = QuantMethod;
+  const Case cases[] = {
+      {"llama3", Q::kFp8, Q::kFp8}, {"qwen2", Q::kInt8, Q::kNone}, {"qwen2", Q::kFp8, Q::kInt8}};
+  std::vector<int32_t> ids(40);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 3) % 500);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model + " " + std::string(quant_method_name(c.method)) + " lm_head " +
+                 std::string(quant_method_name(c.lm_head)));
+    auto gpu = load(source_dir() + "/tests/fixtures/models/" + c.model, Device::kCuda, c.method,
+                    LoadFormat::kAuto, c.lm_head);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+    const DType kv = (*gpu)->kv_cache_spec().dtype;
+    const int64_t before = cuda::folded_norm_launches();
+    const auto folded = prefill_then_decode(**gpu, kv, ids);
+    const int64_t layers = (*gpu)->config().num_hidden_layers;
+    const int64_t per_step = 2 * layers - 1 + (c.lm_head != Q::kNone ? 1 : 0);
+    // Every step the host runs (a replayed graph step runs none) folds them all.
+    const int64_t launches = cuda::folded_norm_launches() - before;
+    EXPECT_GE(launches, per_step);
+    EXPECT_EQ(launches % per_step, 0);
+    cuda::set_quant_decode_override(4);
+    const auto unfolded = prefill_then_decode(**gpu, kv, ids);
+    cuda::set_quant_decode_override(0);
+    ASSERT_EQ(folded.size(), unfolded.size());
+    for (size_t s = 0; s < folded.size(); ++s) EXPECT_EQ(folded[s], unfolded[s]) << "step " << s;
   }
 }
 

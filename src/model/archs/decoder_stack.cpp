@@ -87,13 +87,32 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
       if (reader) codes_bytes = std::max(codes_bytes, reader->norm_codes_bytes(be, t));
   Tensor codes = codes_bytes ? be.empty({codes_bytes}, DType::kU8) : Tensor();
   const Tensor* h_codes = nullptr;  // h's codes for the linear that reads it, if made
-  auto norm_into_h = [&](const Tensor& x, const Tensor& weight, const Linear* reader) {
-    if (reader && codes_bytes && reader->norm_codes_bytes(be, t)) {
+  // Where that linear folds the norm into its own kernel (Linear::folds_norm: the CUDA backend's
+  // FP8 / INT8 decode GEMV at one or two rows), h is not made: the linear is given the norm's
+  // input and `fold`. A gated MLP's output folded into the next layer's q/k/v (or the lm_head)
+  // must outlive its layer's scratch, so it is written to `ffn_out_kept`.
+  bool any_fold = lm_head_input && lm_head_input->folds_norm(be, t);
+  for (const DecoderLayer& layer : layers_)
+    for (const Linear* reader : {attention_input(layer), ffn_input(layer)})
+      any_fold = any_fold || (reader && reader->folds_norm(be, t));
+  Tensor ffn_out_kept = any_fold ? be.empty({t, d}) : Tensor();
+  Backend::FoldedNorm fold_args{&residual, nullptr, eps};
+  const Backend::FoldedNorm* fold = nullptr;
+  Tensor input = h;  // what the linear after the norm reads: h, or with `fold` the norm's input
+  auto norm_into_h = [&](const Tensor& x, const Tensor& weight, const Linear* reader,
+                         bool may_fold) {
+    h_codes = nullptr;
+    fold = nullptr;
+    input = h;
+    if (may_fold && reader && reader->folds_norm(be, t)) {
+      fold_args.weight = &weight;
+      fold = &fold_args;
+      input = x;
+    } else if (reader && codes_bytes && reader->norm_codes_bytes(be, t)) {
       be.add_rms_norm_codes(residual, x, weight, eps, h, reader->prepared.get(), codes);
       h_codes = &codes;
     } else {
       be.add_rms_norm(residual, x, weight, eps, h);
-      h_codes = nullptr;
     }
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -108,35 +127,39 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
         [&](auto& attn) -> Tensor {
           using T = std::decay_t<decltype(attn)>;
           if constexpr (std::is_same_v<T, MlaAttention>) {
-            return attn.forward(h, ctx, cache.k(l));
+            return attn.forward(h, ctx, cache.k(l));  // no fold: MLA has no attention_input
           } else {
-            return attn.forward(h, ctx, cache.k(l), cache.v(l), h_codes);
+            return attn.forward(input, ctx, cache.k(l), cache.v(l), h_codes, fold);
           }
         },
         layer.attention);
-    norm_into_h(attn_out, layer.post_attn_norm, ffn_input(layer));
+    norm_into_h(attn_out, layer.post_attn_norm, ffn_input(layer), true);
+    bool kept = false;  // whether ffn_out is ffn_out_kept
     Tensor ffn_out = std::visit(
         [&](auto& ffn) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(ffn)>, GatedMlp>)
-            return ffn.forward(be, h, h_codes);
-          else
-            return ffn.forward(be, h);
+          if constexpr (std::is_same_v<std::decay_t<decltype(ffn)>, GatedMlp>) {
+            kept = any_fold;
+            return ffn.forward(be, input, h_codes, fold, kept ? &ffn_out_kept : nullptr);
+          } else {
+            return ffn.forward(be, h);  // no fold: a MoE has no ffn_input
+          }
         },
         layer.ffn);
     const bool last = l + 1 == layers_.size();
     norm_into_h(ffn_out, last ? final_norm_ : layers_[l + 1].input_norm,
-                last ? lm_head_input : attention_input(layers_[l + 1]));
+                last ? lm_head_input : attention_input(layers_[l + 1]), kept);
   }
 
   if (n == 0) return be.empty({0, config_.vocab_size}, DType::kF32);
-  Tensor rows = h;
+  Tensor rows = input;  // all rows: h, or the final norm's input where the lm_head folds it
   if (!all_rows) {
     rows = be.empty({n, d});
     be.gather_rows(h, be.index(batch.logits_indices), rows);
   }
   Tensor logits = be.empty({n, config_.vocab_size}, DType::kF32);
-  if (!lm_head_.quantized() || h_codes) {  // h_codes: all rows, at most kQuantizedLmHeadRows
-    lm_head_.apply(be, rows, logits, h_codes);
+  // h_codes or fold: all rows, at most kQuantizedLmHeadRows.
+  if (!lm_head_.quantized() || h_codes || fold) {
+    lm_head_.apply(be, rows, logits, h_codes, fold);
     return logits;
   }
   for (int64_t r0 = 0; r0 < n; r0 += kQuantizedLmHeadRows) {

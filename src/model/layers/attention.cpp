@@ -24,12 +24,13 @@ Result<GqaAttention> GqaAttention::load(Backend& be, const WeightStore& weights,
 }
 
 Tensor GqaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache,
-                             Tensor& v_cache, const Tensor* codes) const {
+                             Tensor& v_cache, const Tensor* codes,
+                             const Backend::FoldedNorm* fold) const {
   Backend& be = *ctx.be;
   const int64_t t = x.size(0);
   const int64_t widths[] = {num_heads_ * head_dim_, num_kv_heads_ * head_dim_,
                             num_kv_heads_ * head_dim_};
-  std::vector<Tensor> qkv = qkv_proj_.split(be, x, widths, codes);
+  std::vector<Tensor> qkv = qkv_proj_.split(be, x, widths, codes, fold);
   Tensor q = qkv[0].view({t, num_heads_, head_dim_});
   Tensor k = qkv[1].view({t, num_kv_heads_, head_dim_});
   Tensor v = qkv[2].view({t, num_kv_heads_, head_dim_});

@@ -125,10 +125,16 @@ Tensor Linear::operator()(Backend& be, const Tensor& x) const {
   return y;
 }
 
-void Linear::apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes) const {
+bool Linear::folds_norm(Backend& be, int64_t rows) const {
+  return prepared && !active_recorder() && be.folds_norm(prepared.get(), rows);
+}
+
+void Linear::apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes,
+                   const Backend::FoldedNorm* fold) const {
+  if (fold && !folds_norm(be, x.size(0))) return apply(be, be.unfold_norm(x, *fold), y, codes);
   const Tensor* b = bias.defined() ? &bias : nullptr;
   if (quantized()) {
-    be.quantized_linear(x, quant.get(), prepared.get(), b, y, codes);
+    be.quantized_linear(x, quant.get(), prepared.get(), b, y, codes, fold);
     return;
   }
   if (ActivationRecorder* rec = active_recorder()) rec->on_input(weight.raw(), x);
@@ -136,7 +142,8 @@ void Linear::apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes)
 }
 
 std::vector<Tensor> Linear::split(Backend& be, const Tensor& x, std::span<const int64_t> widths,
-                                  const Tensor* codes) const {
+                                  const Tensor* codes, const Backend::FoldedNorm* fold) const {
+  if (fold && !folds_norm(be, x.size(0))) return split(be, be.unfold_norm(x, *fold), widths, codes);
   std::vector<Tensor> outs;
   std::vector<Tensor*> ptrs;
   outs.reserve(widths.size());
@@ -144,7 +151,7 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x, std::span<const 
   for (Tensor& o : outs) ptrs.push_back(&o);
   if (quantized() && !active_recorder()) {
     be.quantized_linear_split(x, quant.get(), prepared.get(), bias.defined() ? &bias : nullptr,
-                              ptrs, codes);
+                              ptrs, codes, fold);
     return outs;
   }
   if (active_recorder()) {  // the recorder sees the op whole
@@ -155,16 +162,18 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x, std::span<const 
   return outs;
 }
 
-Tensor Linear::silu_mul(Backend& be, const Tensor& x, const Tensor* codes) const {
+Tensor Linear::silu_mul(Backend& be, const Tensor& x, const Tensor* codes,
+                        const Backend::FoldedNorm* fold) const {
+  if (fold && !folds_norm(be, x.size(0))) return silu_mul(be, be.unfold_norm(x, *fold), codes);
   Tensor act = be.empty({x.size(0), out_features() / 2});
   if (bias.defined() || active_recorder()) {
     Tensor both = be.empty({x.size(0), out_features()});
-    apply(be, x, both, codes);
+    apply(be, x, both, codes, fold);
     be.silu_mul(both, act);
     return act;
   }
   if (quantized()) {
-    be.quantized_linear_silu_mul(x, quant.get(), prepared.get(), act, codes);
+    be.quantized_linear_silu_mul(x, quant.get(), prepared.get(), act, codes, fold);
     return act;
   }
   be.linear_silu_mul(x, weight, act);

@@ -41,6 +41,7 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend() {
     KITE_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
+    fold_arrivals_ = persistent_zeros({1}, DType::kI32);  // not in a step: it may be captured
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -172,48 +173,72 @@ class CudaBackend final : public Backend {
         cuda::dummy_quantized(format, out, in, seed, stream_));
   }
   void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
-                        const Tensor* bias, Tensor& y, const Tensor* codes) override {
+                        const Tensor* bias, Tensor& y, const Tensor* codes,
+                        const FoldedNorm* fold) override {
     Tensor* ys[] = {&y};
-    quantized_linear_split(x, host, prepared, bias, ys, codes);
+    quantized_linear_split(x, host, prepared, bias, ys, codes, fold);
   }
   // One output, or q / k / v written directly by the quantized kernels (one launch).
   void quantized_linear_split(const Tensor& x, const QuantizedWeight* host, const void* prepared,
                               const Tensor* bias, std::span<Tensor* const> outs,
-                              const Tensor* codes) override {
+                              const Tensor* codes, const FoldedNorm* fold) override {
+    if (fold && !folds_norm(prepared, rows_of(x, prepared)))  // before replaying(): it allocates
+      return quantized_linear_split(unfold_norm(x, *fold), host, prepared, bias, outs, codes,
+                                    nullptr);
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
     if (!quantized_split_applies(w, m, outs.size()))
-      return Backend::quantized_linear_split(x, host, prepared, bias, outs, codes);
+      return Backend::quantized_linear_split(x, host, prepared, bias, outs, codes, fold);
     TimedOp timed = time_op(
         [&] {
           return "qlinear " + std::string(quant_format_name(w.format)) + " " +
-                 dims({m, w.out_features, w.in_features}) + (outs.size() > 1 ? " split" : "");
+                 dims({m, w.out_features, w.in_features}) + (outs.size() > 1 ? " split" : "") +
+                 (fold ? " +norm" : "");
         },
         w.storage_bytes());
+    const QuantNormFold qfold = quant_fold(fold);
     with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
       cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_,
-                                   ready_codes(codes, w, m));
+                                   ready_codes(codes, w, m), fold ? &qfold : nullptr);
     });
   }
   void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host, const void* prepared,
-                                 Tensor& out, const Tensor* codes) override {
+                                 Tensor& out, const Tensor* codes,
+                                 const FoldedNorm* fold) override {
+    if (fold && !folds_norm(prepared, rows_of(x, prepared)))
+      return quantized_linear_silu_mul(unfold_norm(x, *fold), host, prepared, out, codes, nullptr);
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
     const int64_t m = x.numel() / std::max<int64_t>(1, w.in_features);
     if (!quantized_silu_mul_applies(w, m) || out.dtype() != DType::kBF16)
-      return Backend::quantized_linear_silu_mul(x, host, prepared, out, codes);
+      return Backend::quantized_linear_silu_mul(x, host, prepared, out, codes, fold);
     TimedOp timed = time_op(
         [&] {
           return "qlinear " + std::string(quant_format_name(w.format)) + " " +
-                 dims({m, w.out_features, w.in_features}) + " silu_mul";
+                 dims({m, w.out_features, w.in_features}) + " silu_mul" + (fold ? " +norm" : "");
         },
         w.storage_bytes());
+    const QuantNormFold qfold = quant_fold(fold);
     with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
-      cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_, ready_codes(codes, w, m));
+      cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_, ready_codes(codes, w, m),
+                                      fold ? &qfold : nullptr);
     });
+  }
+  static int64_t rows_of(const Tensor& x, const void* prepared) {
+    const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
+    return w ? x.numel() / std::max<int64_t>(1, w->in_features) : 0;
+  }
+  bool folds_norm(const void* prepared, int64_t rows) override {
+    const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
+    return w && quantized_linear_folds_norm(*w, rows);
+  }
+  // The kernels' form of a folded norm, with the one arrival counter (ops run on one stream).
+  QuantNormFold quant_fold(const FoldedNorm* fold) {
+    if (!fold) return {};
+    return {fold->residual, fold->weight, fold->eps, static_cast<unsigned*>(fold_arrivals_.raw())};
   }
   int64_t norm_activation_codes_bytes(const void* prepared, int64_t rows) override {
     const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
@@ -614,6 +639,7 @@ class CudaBackend final : public Backend {
   PinnedBuffer staging_;
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
+  Tensor fold_arrivals_;  // QuantNormFold::arrivals
   std::shared_ptr<PinnedBlock> host_out_;
   PinnedBuffer host_ids_;  // sample()'s read-back of ids and row checks
   std::map<const void*, Tensor> vectors_;

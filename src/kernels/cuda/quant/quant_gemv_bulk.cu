@@ -50,6 +50,9 @@ constexpr int kW4Pieces = 4;
 // amax over all K (a max, so the order of the reduction does not matter), s and the codes as
 // quant/activation_scale.h defines them into xq [m, kpad] (zeros past k_real), s into xs [m]. Saves
 // the separate single-block quantization kernel before each FP8 / INT8 decode GEMV.
+// With a folded norm (KParams::norm_residual) the rows are first made as add_rms_norm makes
+// them (norm.cu: each thread's elements and sums in its order, the block sum as block_sum's),
+// which spares the norm's launch and its dependency hop before this GEMV.
 template <bool kInt8>
 __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t* xq, float* xs,
                                         float* scratch) {
@@ -58,9 +61,15 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
   // (K <= 16,384): one L2 round trip on the GEMV's critical path instead of two. Longer rows
   // read x again in the second pass.
   constexpr int kHeld = 4;
+  static_assert(kHeld * kN * 8 == kFoldedNormMaxK, "the folded norm holds its rows");
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const bool held = p.k_real <= static_cast<int64_t>(kHeld) * kN * 8;
-  for (int r = 0; r < p.m; ++r) {
+  const bool fold = p.norm_residual != nullptr;  // the host checks held and m <= 2
+  uint4 sums[kFusedQuantRows][kHeld];            // residual + x, for the residual's store
+  float* sum_scratch = scratch + kWarps;
+#pragma unroll
+  for (int r = 0; r < kFusedQuantRows; ++r) {
+    if (r >= p.m) break;
     const bf16* xr = p.xq_src + static_cast<int64_t>(r) * p.k_real;
     uint4 v[kHeld];
 #pragma unroll
@@ -68,6 +77,44 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
       const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
       v[j] = held && i < p.k_real ? __ldg(reinterpret_cast<const uint4*>(xr + i))
                                   : make_uint4(0, 0, 0, 0);
+    }
+    if (fold) {
+      const bf16* rr = p.norm_residual + static_cast<int64_t>(r) * p.k_real;
+      float sum_sq = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kHeld; ++j) {
+        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+        sums[r][j] = make_uint4(0, 0, 0, 0);
+        if (i >= p.k_real) continue;
+        const uint4 rv = *reinterpret_cast<const uint4*>(rr + i);  // written by an earlier grid
+        bf16* e = reinterpret_cast<bf16*>(&v[j]);
+        const bf16* re = reinterpret_cast<const bf16*>(&rv);
+#pragma unroll
+        for (int h = 0; h < 8; ++h) {
+          e[h] = __float2bfloat16(__bfloat162float(e[h]) + __bfloat162float(re[h]));
+          const float f = __bfloat162float(e[h]);
+          sum_sq += f * f;
+        }
+        sums[r][j] = v[j];
+      }
+      sum_sq = warp_sum(sum_sq);
+      if (lane == 0) sum_scratch[warp] = sum_sq;
+      consumers_sync(kN);
+      sum_sq = warp_sum(lane < kWarps ? sum_scratch[lane] : 0.0f);
+      const float inv_rms = rsqrtf(sum_sq / static_cast<float>(p.k_real) + p.norm_eps);
+#pragma unroll
+      for (int j = 0; j < kHeld; ++j) {
+        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+        if (i >= p.k_real) continue;
+        const uint4 wv = __ldg(reinterpret_cast<const uint4*>(p.norm_weight + i));
+        bf16* e = reinterpret_cast<bf16*>(&v[j]);
+        const bf16* we = reinterpret_cast<const bf16*>(&wv);
+#pragma unroll
+        for (int h = 0; h < 8; ++h) {
+          const float normed = __bfloat162float(__float2bfloat16(__bfloat162float(e[h]) * inv_rms));
+          e[h] = __float2bfloat16(normed * __bfloat162float(we[h]));
+        }
+      }
     }
     float amax = 0.0f;
     if (held) {
@@ -122,6 +169,30 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
     }
     if (tid == 0) xs[r] = s;
     consumers_sync(kN);  // the codes and xs are published; scratch may be reused
+  }
+  if (!fold) return;
+  // Every thread of this block has read its residual elements (the barriers above come after
+  // their use). The last block to arrive stores the sums: no block reads the residual after.
+  __shared__ int last;
+  if (tid == 0) {
+    __threadfence();
+    last = atomicAdd(p.norm_arrivals, 1u) == gridDim.x - 1;
+    if (last) {
+      atomicExch(p.norm_arrivals, 0u);  // every block has arrived: ready for the next launch
+      __threadfence();
+    }
+  }
+  consumers_sync(kN);
+  if (!last) return;
+#pragma unroll
+  for (int r = 0; r < kFusedQuantRows; ++r) {
+    if (r >= p.m) break;
+    bf16* rr = p.norm_residual + static_cast<int64_t>(r) * p.k_real;
+#pragma unroll
+    for (int j = 0; j < kHeld; ++j) {
+      const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+      if (i < p.k_real) *reinterpret_cast<uint4*>(rr + i) = sums[r][j];
+    }
   }
 }
 
@@ -477,8 +548,9 @@ void launch_bulk(const KParams& args, cudaStream_t stream) {
         return launch_instance<F, TOut, false, GATED, true, 1>(p, grid, kSmem, kSmem, stream);
     }
     if (p.xq_src) {
-      // In-block quantization: codes, 8 scales and kWarps floats of scratch beside the ring.
-      constexpr size_t kFusedExtra = 8 * 4 + kWarps * 4;
+      // In-block quantization: codes, 8 scales and 2 kWarps floats of scratch (the amax's
+      // and the folded norm's sums) beside the ring.
+      constexpr size_t kFusedExtra = 8 * 4 + 2 * kWarps * 4;
       const size_t smem = kSmem + static_cast<size_t>(p.m) * p.nchunks * kChunk + kFusedExtra;
       return launch_instance<F, TOut, true, GATED, false, 1>(
           p, grid, smem, kSmem + kFusedQuantMaxBytes + kFusedExtra, stream);

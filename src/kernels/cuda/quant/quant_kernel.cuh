@@ -154,6 +154,15 @@ struct KParams {
   const bf16* xq_src;
   const float* xq_in_scale;  // input_scale or null
   int k_real;
+  // A residual-add + RMSNorm folded into that quantization (norm_residual set, M <= 2, K <=
+  // kFoldedNormMaxK): the rows quantized are rms_norm(norm_residual + xq_src) * norm_weight,
+  // bit for bit what add_rms_norm writes where its block has at most 512 threads (K <= 4,096),
+  // and the last block to have read them (norm_arrivals counts the blocks, and that block sets
+  // it back to 0) stores norm_residual += xq_src [m, k_real].
+  bf16* norm_residual;
+  const bf16* norm_weight;
+  unsigned* norm_arrivals;
+  float norm_eps;
   // FP8 per channel on the bulk GEMV: x is BF16 [m, ldx], read as it is (W8A16: no activation
   // codes or scales; ldx a whole number of chunks, no input_scale).
   int xq_a16;
@@ -262,5 +271,7 @@ void launch_w4_wgmma(const KParams& p, const W4WgmmaPlan& plan, void* scratch, c
 // padded K codes of at most this many bytes (shared memory beside the ring).
 constexpr int kFusedQuantRows = 2;
 constexpr int kFusedQuantMaxBytes = 64 * 1024;
+// Its folded norm keeps each thread's share of a row in registers: K at most this.
+constexpr int kFoldedNormMaxK = 16384;
 
 }  // namespace kite::cuda::quant_detail

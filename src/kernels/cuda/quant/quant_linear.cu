@@ -4,6 +4,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -449,6 +450,18 @@ bool quantized_linear_reads_activation_codes(const DeviceQuantizedWeight& w, int
          !fuses_act_quant(f, m, w.in_features, w.padded_in);
 }
 
+namespace {
+std::atomic<int64_t> g_folded_norm_launches{0};
+}  // namespace
+int64_t folded_norm_launches() { return g_folded_norm_launches.load(); }
+
+bool quantized_linear_folds_norm(const DeviceQuantizedWeight& w, int64_t m) {
+  static const bool on = !env_switched_off("KITE_CUDA_FOLD_NORM");
+  const Fmt f = fmt_of(w.format);
+  return on && m > 0 && !quantized_linear_reads_bf16_activations(w, m) &&
+         fuses_act_quant(f, m, w.in_features, w.padded_in) && w.in_features <= kFoldedNormMaxK;
+}
+
 size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
   return static_cast<size_t>(codes_scales_offset(m, w.padded_in) + m * 4);
 }
@@ -507,7 +520,8 @@ ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, in
 // source rows handed to it; or x itself where it reads BF16 activations (xq_a16).
 void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWeight& w,
                                      const bf16* xb, int64_t m, const ActivationCodes& codes,
-                                     bool codes_ready, cudaStream_t stream) {
+                                     bool codes_ready, cudaStream_t stream,
+                                     const QuantNormFold* fold) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
   if (quantized_linear_reads_bf16_activations(w, m)) {  // x as it is, no codes
@@ -518,6 +532,13 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
     p.xq_src = xb;
     p.xq_in_scale = is;
     p.k_real = static_cast<int>(k);
+    if (fold) {  // checked by check_fold
+      g_folded_norm_launches.fetch_add(1, std::memory_order_relaxed);
+      p.norm_residual = fold->residual->data<bf16>();
+      p.norm_weight = fold->weight->data<bf16>();
+      p.norm_arrivals = fold->arrivals;
+      p.norm_eps = fold->eps;
+    }
   } else if (!codes_ready) {  // else `codes` already hold them
     launch_act_quant_token(f == kI8Ch, xb, m, k, kp, is, codes.q, codes.sx, stream);
   }
@@ -529,6 +550,27 @@ ActivationCodes activation_codes_for(KParams& p, const DeviceQuantizedWeight& w,
                                      void* workspace, const void* ready) {
   return point_at_activation_codes(
       p, static_cast<uint8_t*>(ready ? const_cast<void*>(ready) : workspace), m, w.padded_in);
+}
+
+// A folded norm where the kernel would not fold it, or with the wrong shapes, is an error.
+void check_fold(const QuantNormFold* fold, const DeviceQuantizedWeight& w, const Tensor& x,
+                int64_t m, const void* ready, std::span<Tensor* const> ys, const char* op) {
+  if (!fold) return;
+  KITE_CUDA_OP_CHECK(quantized_linear_folds_norm(w, m) && !ready, op,
+                     "a folded norm at " + std::to_string(m) +
+                         " rows, where this linear takes none (quantized_linear_folds_norm), or "
+                         "beside activation codes made ahead");
+  KITE_CUDA_OP_CHECK(fold->residual && fold->weight && fold->arrivals, op,
+                     "a folded norm needs a residual, a weight and its arrival counter");
+  check_device(*fold->residual, DType::kBF16, op, "residual");
+  check_device(*fold->weight, DType::kBF16, op, "norm weight");
+  KITE_CUDA_OP_CHECK(fold->residual->numel() == x.numel() && fold->weight->numel() == w.in_features,
+                     op, "the residual must match x and the norm weight have in_features values");
+  KITE_CUDA_OP_CHECK(all_aligned(16, fold->residual->raw(), fold->weight->raw()), op,
+                     "the residual and norm weight must be 16-byte aligned");
+  KITE_CUDA_OP_CHECK(!bytes_overlap(*fold->residual, x), op, "the residual must not alias x");
+  for (Tensor* y : ys)
+    KITE_CUDA_OP_CHECK(!bytes_overlap(*fold->residual, *y), op, "the residual must not alias y");
 }
 
 // Codes handed to a linear that reads none would be ignored: a caller's mistake, so an error.
@@ -564,9 +606,10 @@ void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf
 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
-                      cudaStream_t stream, const void* ready_codes) {
+                      cudaStream_t stream, const void* ready_codes, const QuantNormFold* fold) {
   Tensor* ys[] = {&y};
-  quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream, ready_codes);
+  quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream, ready_codes,
+                         fold);
 }
 
 bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t outputs) {
@@ -576,7 +619,8 @@ bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t o
 
 void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                             const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream, const void* ready_codes) {
+                            size_t workspace_bytes, cudaStream_t stream, const void* ready_codes,
+                            const QuantNormFold* fold) {
   check_device(x, DType::kBF16, kOp, "x");
   const int64_t n = w.out_features, k = w.in_features;
   KITE_CUDA_OP_CHECK(k > 0 && x.size(-1) == k, kOp, "x's last dim must be in_features");
@@ -605,6 +649,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   KITE_CUDA_OP_CHECK(n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
                      "a dimension over 2^30");
   if (m > 0) check_ready_codes(w, m, ready_codes, kOp);  // none past kMaxRowsPerCall rows
+  check_fold(fold, w, x, m, ready_codes, ys, kOp);       // none past 2 rows
   // The prep, activation-quantization and scale kernels put rows on grid.y (at most 65,535): a
   // larger M (a prefill chunk of 65,536 tokens or more) goes through in slices of rows, each
   // with the workspace the whole M was given (a slice needs no more).
@@ -677,7 +722,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
       p.scale_cols = static_cast<int>(groups);
       launch_act_quant_group(xb, m, k, kp, w.block_cols, groups, is, q, sx, stream);
     } else {
-      prepare_per_channel_activations(p, f, w, xb, m, codes, ready_codes != nullptr, stream);
+      prepare_per_channel_activations(p, f, w, xb, m, codes, ready_codes != nullptr, stream, fold);
     }
     // Beyond decode sizes, FP8 / INT8 per channel go through cuBLASLt (one pass over W at
     // tensor-core rate) when it has an algorithm; FP8's row / column scales are its outer
@@ -723,7 +768,7 @@ bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
 
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                               const void* ready_codes) {
+                               const void* ready_codes, const QuantNormFold* fold) {
   constexpr const char* kGatedOp = "quantized_linear_silu_mul";
   check_device(x, DType::kBF16, kGatedOp, "x");
   check_device(out, DType::kBF16, kGatedOp, "out");
@@ -741,6 +786,8 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
                      "x must be 16-byte aligned");
   if (m == 0) return;
   check_ready_codes(w, m, ready_codes, kGatedOp);
+  Tensor* outs[] = {&out};
+  check_fold(fold, w, x, m, ready_codes, outs, kGatedOp);
   const size_t need = quantized_linear_workspace_bytes(w, m);
   KITE_CUDA_OP_CHECK(
       workspace_bytes >= need && workspace, kGatedOp,
@@ -756,8 +803,8 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
     return launch_qdec_w4_silu(p, DecodeOverride{g_dec_kw, g_dec_u}, stream);
   }
   const ActivationCodes codes = activation_codes_for(p, w, m, workspace, ready_codes);
-  prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, ready_codes != nullptr,
-                                  stream);
+  prepare_per_channel_activations(p, f, w, x.data<bf16>(), m, codes, ready_codes != nullptr, stream,
+                                  fold);
   if (f == kFp8Ch)
     launch_qgemv_bulk_silu<kFp8Ch>(p, stream);
   else
