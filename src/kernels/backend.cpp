@@ -36,7 +36,9 @@ Result<Tensor> Backend::stacked_weight(const WeightStore& store,
 
 Tensor Backend::unfold_norm(const Tensor& x, const FoldedNorm& fold) {
   Tensor h = empty(x.shape(), x.dtype());
-  add_rms_norm(*fold.residual, x, *fold.weight, fold.eps, h);
+  Tensor& res = *fold.residual_out;
+  if (res.raw() != fold.residual->raw()) copy_columns(*fold.residual, 0, res, 0, res.size(-1));
+  add_rms_norm(res, x, *fold.weight, fold.eps, h);
   return h;
 }
 

@@ -27,6 +27,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/folded_norm.h"
 #include "kernels/ops.h"
 #include "model/forward_batch.h"
 #include "quant/quantized_weight.h"
@@ -142,24 +143,17 @@ class Backend {
                                                       uint64_t seed) {
     return nullptr;
   }
-  // A residual-add + RMSNorm whose output only the linear after it reads, folded into that
-  // linear: the linear is given the norm's input as x and computes the linear of
-  // rms_norm(*residual + x) * *weight, with *residual += x, as add_rms_norm then the linear
-  // would. Passed to the quantized linears below only where folds_norm says their kernel does it.
-  struct FoldedNorm {
-    Tensor* residual;
-    const Tensor* weight;
-    float eps;
-  };
   // Whether the prepared linear's kernel folds the norm before it at `rows` rows (the CUDA
   // backend's FP8 / INT8 decode GEMV at one or two rows; the default: none).
   virtual bool folds_norm(const void* prepared, int64_t rows) { return false; }
-  // x normed as `fold` says (add_rms_norm into step scratch), for a linear that does not fold it.
+  // x normed as `fold` says (kernels/folded_norm.h) for a linear that does not fold it:
+  // add_rms_norm into step scratch, on residual_out (residual copied there first if apart).
   Tensor unfold_norm(const Tensor& x, const FoldedNorm& fold);
   // y = the quantized linear of kernels/quant_ops.h, from the host form (`host`, CPU) or the
   // prepared form (`prepared`, from prepare_quantized / dummy_quantized). `codes`: x's
   // activation codes made by the norm that wrote x (add_rms_norm_codes), or null. `fold` (here
-  // and below): the norm folded in (FoldedNorm), or null.
+  // and below): the norm x is the input of, folded into the linear (kernels/folded_norm.h;
+  // where folds_norm is false, unfold_norm runs first), or null.
   virtual void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
                                 const Tensor* bias, Tensor& y, const Tensor* codes = nullptr,
                                 const FoldedNorm* fold = nullptr);

@@ -1,5 +1,5 @@
-// A residual-add + RMSNorm folded into the FP8 / INT8 decode GEMV (quant_linear.h's
-// QuantNormFold): the same residual and outputs as add_rms_norm followed by the linear on its
+// A residual-add + RMSNorm folded into the FP8 / INT8 decode GEMV (kernels/folded_norm.h,
+// quant_linear.h): the same residual and outputs as add_rms_norm followed by the linear on its
 // output, bit for bit where K <= 4,096 (the norm's block sums as the GEMV's consumers do), within
 // rounding past it; and against the CPU ops (fp32 norm, then the quantized linear).
 #include <cuda_runtime.h>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -53,7 +54,7 @@ std::string name(const FoldCase& c) {
 
 // The case's linear on x into ys (one, three parts or the gated half), with `fold` or not.
 std::vector<Tensor> run_linear(const FoldCase& c, const DeviceQuantizedWeight& dw, const Tensor& x,
-                               DeviceBuffer& ws, const QuantNormFold* fold) {
+                               DeviceBuffer& ws, const FoldedNorm* fold) {
   std::vector<Tensor> ys;
   if (c.form == Form::kGated) {
     ys.push_back(device_poisoned({c.m, c.n / 2}, DType::kBF16));
@@ -72,8 +73,8 @@ std::vector<Tensor> run_linear(const FoldCase& c, const DeviceQuantizedWeight& d
   return ys;
 }
 
-// Two steps in a row (the arrival counter must be back at zero after the first): the norm then
-// the linear, against the linear with the norm folded in.
+// Two steps in a row, the second reading the residual the first wrote (the decoder stack's two
+// residual buffers): the norm then the linear, against the linear with the norm folded in.
 TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
   auto rng = test_rng();
   using Q = QuantFormat;
@@ -86,8 +87,6 @@ TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
       {Q::kFp8PerChannel, 2, 192, 8192, Form::kOne, true},      // past 4,096: within rounding
       {Q::kInt8PerChannel, 1, 256, 16384, Form::kOne, false},   // the held limit
   };
-  DeviceBuffer arrivals(sizeof(unsigned));
-  KITE_CUDA_CHECK(cudaMemset(arrivals.data(), 0, sizeof(unsigned)));
   for (const FoldCase& c : cases) {
     SCOPED_TRACE(name(c));
     QuantizedWeight q = quantize_as(c.format, random_host({c.n, c.k}, rng, -0.05f, 0.05f));
@@ -101,7 +100,9 @@ TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
     round_to(res, DType::kBF16);
     round_to(w, DType::kBF16);
     const Tensor dw_norm = upload(w, DType::kBF16);
-    Tensor res_a = upload(res, DType::kBF16), res_b = upload(res, DType::kBF16);
+    Tensor res_a = upload(res, DType::kBF16);
+    Tensor res_b = upload(res, DType::kBF16),
+           res_b_next = device_poisoned({c.m, c.k}, DType::kBF16);
     DeviceBuffer ws(quantized_linear_workspace_bytes(dw, c.m));
     const int64_t before = folded_norm_launches();
     for (int step = 0; step < 2; ++step) {
@@ -115,10 +116,12 @@ TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
       Tensor h = device_poisoned({c.m, c.k}, DType::kBF16);
       add_rms_norm(res_a, dx, dw_norm, 1e-5f, h, test_stream());
       const std::vector<Tensor> want = run_linear(c, dw, h, ws, nullptr);
-      const QuantNormFold fold{&res_b, &dw_norm, 1e-5f, static_cast<unsigned*>(arrivals.data())};
+      const FoldedNorm fold{&res_b, &res_b_next, &dw_norm, 1e-5f};
       const std::vector<Tensor> got = run_linear(c, dw, dx, ws, &fold);
 
-      EXPECT_EQ(count_unequal(download(res_a), download(res_b)), 0);
+      EXPECT_EQ(count_unequal(download(res_a), download(res_b_next)), 0);
+      EXPECT_EQ(count_unequal(res_before, download(res_b)), 0) << "the residual read was written";
+      std::swap(res_b, res_b_next);
       for (size_t p = 0; p < got.size(); ++p) {
         const Tensor g = download(got[p]), wt = download(want[p]);
         if (exact)
@@ -140,11 +143,10 @@ TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
 }
 
 // A fold where the kernel takes none (three rows; INT4; FP8 at two rows reading BF16 x), beside
-// codes made ahead, or with a residual that aliases x is a caller's mistake, not ignored.
+// codes made ahead, or with residual_out overlapping the residual or x is a caller's mistake,
+// not ignored.
 TEST(CudaNormFold, RejectsAFoldWhereTheLinearTakesNone) {
   auto rng = test_rng();
-  DeviceBuffer arrivals(sizeof(unsigned));
-  KITE_CUDA_CHECK(cudaMemset(arrivals.data(), 0, sizeof(unsigned)));
   const Tensor norm_w = upload(random_host({512}, rng, 0.5f, 1.5f), DType::kBF16);
   for (const auto& [f, m] : {std::pair{QuantFormat::kInt8PerChannel, int64_t{3}},
                              std::pair{QuantFormat::kInt4Group, int64_t{1}},
@@ -156,7 +158,8 @@ TEST(CudaNormFold, RejectsAFoldWhereTheLinearTakesNone) {
     const Tensor x = device_poisoned({m, 512}, DType::kBF16);
     Tensor res = device_poisoned({m, 512}, DType::kBF16),
            y = device_poisoned({m, 128}, DType::kBF16);
-    const QuantNormFold fold{&res, &norm_w, 1e-5f, static_cast<unsigned*>(arrivals.data())};
+    Tensor res_out = device_poisoned({m, 512}, DType::kBF16);
+    const FoldedNorm fold{&res, &res_out, &norm_w, 1e-5f};
     DeviceBuffer ws(std::max<size_t>(quantized_linear_workspace_bytes(dw, m), 1));
     EXPECT_THROW(quantized_linear(test_blas(), x, dw, nullptr, y, ws.data(), ws.size_bytes(),
                                   test_stream(), nullptr, &fold),
@@ -167,16 +170,19 @@ TEST(CudaNormFold, RejectsAFoldWhereTheLinearTakesNone) {
       test_stream());
   ASSERT_TRUE(quantized_linear_folds_norm(dw, 1));
   Tensor x = device_poisoned({1, 512}, DType::kBF16), y = device_poisoned({1, 128}, DType::kBF16);
+  Tensor res = device_poisoned({1, 512}, DType::kBF16),
+         res_out = device_poisoned({1, 512}, DType::kBF16);
   DeviceBuffer ws(quantized_linear_workspace_bytes(dw, 1)), codes(activation_codes_bytes(dw, 1));
-  const QuantNormFold aliased{&x, &norm_w, 1e-5f, static_cast<unsigned*>(arrivals.data())};
-  EXPECT_THROW(quantized_linear(test_blas(), x, dw, nullptr, y, ws.data(), ws.size_bytes(),
-                                test_stream(), nullptr, &aliased),
-               std::invalid_argument);
-  Tensor res = device_poisoned({1, 512}, DType::kBF16);
-  const QuantNormFold fold{&res, &norm_w, 1e-5f, static_cast<unsigned*>(arrivals.data())};
-  EXPECT_THROW(quantized_linear(test_blas(), x, dw, nullptr, y, ws.data(), ws.size_bytes(),
-                                test_stream(), codes.data(), &fold),
-               std::invalid_argument);
+  auto run = [&](const FoldedNorm& fold, const void* ready) {
+    quantized_linear(test_blas(), x, dw, nullptr, y, ws.data(), ws.size_bytes(), test_stream(),
+                     ready, &fold);
+  };
+  EXPECT_THROW(run({&res, &res, &norm_w, 1e-5f}, nullptr), std::invalid_argument);
+  EXPECT_THROW(run({&res, &x, &norm_w, 1e-5f}, nullptr), std::invalid_argument);
+  EXPECT_THROW(run({&x, &res_out, &norm_w, 1e-5f}, nullptr), std::invalid_argument);
+  EXPECT_THROW(run({&res, &res_out, &norm_w, 1e-5f}, codes.data()), std::invalid_argument);
+  run({&res, &res_out, &norm_w, 1e-5f}, nullptr);  // the same call, well formed
+  KITE_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
 }
 
 }  // namespace

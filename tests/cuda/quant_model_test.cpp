@@ -178,7 +178,7 @@ TEST(CudaQuantModel, Fp8KvCacheMatchesTheCpu) {
 }
 
 // FP8 / INT8 decode at one row folds each residual-add + RMSNorm into the GEMV that reads its
-// output (quant_linear.h's QuantNormFold): q/k/v after the first layer, gate_up, and an 8-bit
+// output (kernels/folded_norm.h): q/k/v after the first layer, gate_up, and an 8-bit
 // lm_head. The fixtures' hidden sizes are at most 4,096, where the fold's sums are the norm's,
 // so the steps equal those of path 4 (the norm, then the GEMV on codes made before it) exactly.
 TEST(CudaQuantModel, FoldedNormsDecodeAsTheUnfoldedSteps) {

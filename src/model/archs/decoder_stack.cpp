@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "quant/quant_plan.h"
 
@@ -89,15 +90,19 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
   const Tensor* h_codes = nullptr;  // h's codes for the linear that reads it, if made
   // Where that linear folds the norm into its own kernel (Linear::folds_norm: the CUDA backend's
   // FP8 / INT8 decode GEMV at one or two rows), h is not made: the linear is given the norm's
-  // input and `fold`. A gated MLP's output folded into the next layer's q/k/v (or the lm_head)
-  // must outlive its layer's scratch, so it is written to `ffn_out_kept`.
+  // input and `fold`, and writes residual + x to the other of two residual buffers (its blocks
+  // all read the one before), which then becomes `residual`. A gated MLP's output folded into
+  // the next layer's q/k/v (or the lm_head) must outlive its layer's scratch, so it is written
+  // to `ffn_out_kept`.
   bool any_fold = lm_head_input && lm_head_input->folds_norm(be, t);
   for (const DecoderLayer& layer : layers_)
     for (const Linear* reader : {attention_input(layer), ffn_input(layer)})
       any_fold = any_fold || (reader && reader->folds_norm(be, t));
   Tensor ffn_out_kept = any_fold ? be.empty({t, d}) : Tensor();
-  Backend::FoldedNorm fold_args{&residual, nullptr, eps};
-  const Backend::FoldedNorm* fold = nullptr;
+  Tensor residual_next = any_fold ? be.empty({t, d}) : Tensor();
+  Tensor fold_residual;  // the residual a pending fold reads
+  FoldedNorm fold_args{&fold_residual, nullptr, nullptr, eps};
+  const FoldedNorm* fold = nullptr;
   Tensor input = h;  // what the linear after the norm reads: h, or with `fold` the norm's input
   auto norm_into_h = [&](const Tensor& x, const Tensor& weight, const Linear* reader,
                          bool may_fold) {
@@ -105,6 +110,9 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
     fold = nullptr;
     input = h;
     if (may_fold && reader && reader->folds_norm(be, t)) {
+      fold_residual = residual;
+      std::swap(residual, residual_next);
+      fold_args.residual_out = &residual;
       fold_args.weight = &weight;
       fold = &fold_args;
       input = x;

@@ -24,8 +24,7 @@ Result<GqaAttention> GqaAttention::load(Backend& be, const WeightStore& weights,
 }
 
 Tensor GqaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache,
-                             Tensor& v_cache, const Tensor* codes,
-                             const Backend::FoldedNorm* fold) const {
+                             Tensor& v_cache, const Tensor* codes, const FoldedNorm* fold) const {
   Backend& be = *ctx.be;
   const int64_t t = x.size(0);
   const int64_t widths[] = {num_heads_ * head_dim_, num_kv_heads_ * head_dim_,

@@ -16,7 +16,7 @@ class GqaAttention {
   // activation codes made for input_linear() by the norm that wrote x, or null; `fold`: the norm
   // x is the input of, folded into input_linear() (Linear::apply), or null.
   Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& k_cache, Tensor& v_cache,
-                 const Tensor* codes = nullptr, const Backend::FoldedNorm* fold = nullptr) const;
+                 const Tensor* codes = nullptr, const FoldedNorm* fold = nullptr) const;
   // The linear that reads x (the stacked q/k/v).
   const Linear& input_linear() const { return qkv_proj_; }
 

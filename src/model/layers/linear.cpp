@@ -130,7 +130,7 @@ bool Linear::folds_norm(Backend& be, int64_t rows) const {
 }
 
 void Linear::apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes,
-                   const Backend::FoldedNorm* fold) const {
+                   const FoldedNorm* fold) const {
   if (fold && !folds_norm(be, x.size(0))) return apply(be, be.unfold_norm(x, *fold), y, codes);
   const Tensor* b = bias.defined() ? &bias : nullptr;
   if (quantized()) {
@@ -142,7 +142,7 @@ void Linear::apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes,
 }
 
 std::vector<Tensor> Linear::split(Backend& be, const Tensor& x, std::span<const int64_t> widths,
-                                  const Tensor* codes, const Backend::FoldedNorm* fold) const {
+                                  const Tensor* codes, const FoldedNorm* fold) const {
   if (fold && !folds_norm(be, x.size(0))) return split(be, be.unfold_norm(x, *fold), widths, codes);
   std::vector<Tensor> outs;
   std::vector<Tensor*> ptrs;
@@ -163,7 +163,7 @@ std::vector<Tensor> Linear::split(Backend& be, const Tensor& x, std::span<const 
 }
 
 Tensor Linear::silu_mul(Backend& be, const Tensor& x, const Tensor* codes,
-                        const Backend::FoldedNorm* fold) const {
+                        const FoldedNorm* fold) const {
   if (fold && !folds_norm(be, x.size(0))) return silu_mul(be, be.unfold_norm(x, *fold), codes);
   Tensor act = be.empty({x.size(0), out_features() / 2});
   if (bias.defined() || active_recorder()) {

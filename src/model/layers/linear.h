@@ -39,19 +39,18 @@ struct Linear {
   // The same into a given y [T, out] (its dtype: the backend's compute dtype or F32).
   // `codes` (here and below): x's activation codes made for this linear by the norm that wrote
   // x (Backend::add_rms_norm_codes, sized by norm_codes_bytes), or null. `fold`: the residual-add
-  // + RMSNorm that x is the input of (Backend::FoldedNorm): the linear reads the norm's output,
+  // + RMSNorm that x is the input of (FoldedNorm): the linear reads the norm's output,
   // made by its own kernel where folds_norm says so, else by add_rms_norm first.
   void apply(Backend& be, const Tensor& x, Tensor& y, const Tensor* codes = nullptr,
-             const Backend::FoldedNorm* fold = nullptr) const;
+             const FoldedNorm* fold = nullptr) const;
   // The same for a stacked weight, its output split into consecutive parts of `widths`
   // features, each returned as its own [T, width] tensor (Backend::linear_split).
   std::vector<Tensor> split(Backend& be, const Tensor& x, std::span<const int64_t> widths,
-                            const Tensor* codes = nullptr,
-                            const Backend::FoldedNorm* fold = nullptr) const;
+                            const Tensor* codes = nullptr, const FoldedNorm* fold = nullptr) const;
   // silu(gate) * up [T, out / 2] for a stacked [gate; up] weight (Backend::linear_silu_mul;
   // quantized, with a bias or under the activation recorder: this linear, then silu_mul).
   Tensor silu_mul(Backend& be, const Tensor& x, const Tensor* codes = nullptr,
-                  const Backend::FoldedNorm* fold = nullptr) const;
+                  const FoldedNorm* fold = nullptr) const;
   // Whether this linear's kernel folds the norm before it at `rows` rows (Backend::folds_norm;
   // never under the activation recorder, which must see the norm's output).
   bool folds_norm(Backend& be, int64_t rows) const;

@@ -14,8 +14,8 @@ Result<GatedMlp> GatedMlp::load(Backend& be, const WeightStore& w, const std::st
   return m;
 }
 
-Tensor GatedMlp::forward(Backend& be, const Tensor& x, const Tensor* codes,
-                         const Backend::FoldedNorm* fold, Tensor* out) const {
+Tensor GatedMlp::forward(Backend& be, const Tensor& x, const Tensor* codes, const FoldedNorm* fold,
+                         Tensor* out) const {
   const Tensor act = gate_up_.silu_mul(be, x, codes, fold);
   if (!out) return down_(be, act);
   down_.apply(be, act, *out);

@@ -16,7 +16,7 @@ class GatedMlp {
   // norm that wrote x, or null; `fold`: the norm x is the input of, folded into input_linear()
   // (Linear::apply), or null. Into `out` [T, hidden] where given (else step scratch).
   Tensor forward(Backend& be, const Tensor& x, const Tensor* codes = nullptr,
-                 const Backend::FoldedNorm* fold = nullptr, Tensor* out = nullptr) const;
+                 const FoldedNorm* fold = nullptr, Tensor* out = nullptr) const;
   // The linear that reads x (the stacked gate_up).
   const Linear& input_linear() const { return gate_up_; }
   // Its two weights as plain tensors when both are unquantized without bias and no activation

@@ -1,4 +1,4 @@
-// A residual-add + RMSNorm folded into the linear after it (Backend::FoldedNorm) on a backend
+// A residual-add + RMSNorm folded into the linear after it (FoldedNorm) on a backend
 // whose kernels do not fold it (the CPU): Linear runs add_rms_norm first, so every form (one
 // output, split, gated; plain and quantized) gives exactly the norm-then-linear result and the
 // same residual.
@@ -38,27 +38,38 @@ TEST(LinearFold, WithoutAFoldingKernelTheNormRunsFirst) {
 
     Tensor res_want = res.clone(), h = Tensor::empty({m, k});
     be->add_rms_norm(res_want, x, norm_w, 1e-5f, h);
-    // Each form applies the fold once, to a fresh copy of the residual.
-    Tensor res_got;
-    Backend::FoldedNorm fold{&res_got, &norm_w, 1e-5f};
+    // Each form applies the fold once: in place, then into another tensor (residual kept).
+    for (const bool in_place : {true, false}) {
+      SCOPED_TRACE(in_place ? "in place" : "residual_out apart");
+      Tensor res_in, res_out;
+      const FoldedNorm fold{&res_in, &res_out, &norm_w, 1e-5f};
+      auto reset = [&] {
+        res_in = res.clone();
+        res_out = in_place ? res_in : Tensor::empty({m, k});
+      };
+      auto check_residual = [&] {
+        EXPECT_EQ(values(res_out), values(res_want));
+        if (!in_place) EXPECT_EQ(values(res_in), values(res)) << "residual written";
+      };
 
-    res_got = res.clone();
-    Tensor want = Tensor::empty({m, n}), got = Tensor::empty({m, n});
-    lin.apply(*be, h, want);
-    lin.apply(*be, x, got, nullptr, &fold);
-    EXPECT_EQ(values(got), values(want));
-    EXPECT_EQ(values(res_got), values(res_want));
+      reset();
+      Tensor want = Tensor::empty({m, n}), got = Tensor::empty({m, n});
+      lin.apply(*be, h, want);
+      lin.apply(*be, x, got, nullptr, &fold);
+      EXPECT_EQ(values(got), values(want));
+      check_residual();
 
-    res_got = res.clone();
-    const int64_t widths[] = {16, 32};
-    const std::vector<Tensor> split_want = lin.split(*be, h, widths);
-    const std::vector<Tensor> split_got = lin.split(*be, x, widths, nullptr, &fold);
-    for (size_t p = 0; p < 2; ++p) EXPECT_EQ(values(split_got[p]), values(split_want[p]));
-    EXPECT_EQ(values(res_got), values(res_want));
+      reset();
+      const int64_t widths[] = {16, 32};
+      const std::vector<Tensor> split_want = lin.split(*be, h, widths);
+      const std::vector<Tensor> split_got = lin.split(*be, x, widths, nullptr, &fold);
+      for (size_t p = 0; p < 2; ++p) EXPECT_EQ(values(split_got[p]), values(split_want[p]));
+      check_residual();
 
-    res_got = res.clone();
-    EXPECT_EQ(values(lin.silu_mul(*be, x, nullptr, &fold)), values(lin.silu_mul(*be, h)));
-    EXPECT_EQ(values(res_got), values(res_want));
+      reset();
+      EXPECT_EQ(values(lin.silu_mul(*be, x, nullptr, &fold)), values(lin.silu_mul(*be, h)));
+      check_residual();
+    }
   }
 }
 

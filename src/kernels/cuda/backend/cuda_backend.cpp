@@ -41,7 +41,6 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend() {
     KITE_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
-    fold_arrivals_ = persistent_zeros({1}, DType::kI32);  // not in a step: it may be captured
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -198,10 +197,9 @@ class CudaBackend final : public Backend {
                  (fold ? " +norm" : "");
         },
         w.storage_bytes());
-    const QuantNormFold qfold = quant_fold(fold);
     with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
       cuda::quantized_linear_split(blas_, x, w, bias, outs, ws, bytes, stream_,
-                                   ready_codes(codes, w, m), fold ? &qfold : nullptr);
+                                   ready_codes(codes, w, m), fold);
     });
   }
   void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host, const void* prepared,
@@ -221,10 +219,9 @@ class CudaBackend final : public Backend {
                  dims({m, w.out_features, w.in_features}) + " silu_mul" + (fold ? " +norm" : "");
         },
         w.storage_bytes());
-    const QuantNormFold qfold = quant_fold(fold);
     with_quant_workspace(w, m, [&](void* ws, size_t bytes) {
       cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_, ready_codes(codes, w, m),
-                                      fold ? &qfold : nullptr);
+                                      fold);
     });
   }
   static int64_t rows_of(const Tensor& x, const void* prepared) {
@@ -234,11 +231,6 @@ class CudaBackend final : public Backend {
   bool folds_norm(const void* prepared, int64_t rows) override {
     const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
     return w && quantized_linear_folds_norm(*w, rows);
-  }
-  // The kernels' form of a folded norm, with the one arrival counter (ops run on one stream).
-  QuantNormFold quant_fold(const FoldedNorm* fold) {
-    if (!fold) return {};
-    return {fold->residual, fold->weight, fold->eps, static_cast<unsigned*>(fold_arrivals_.raw())};
   }
   int64_t norm_activation_codes_bytes(const void* prepared, int64_t rows) override {
     const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
@@ -639,7 +631,6 @@ class CudaBackend final : public Backend {
   PinnedBuffer staging_;
   cudaEvent_t upload_done_ = nullptr;
   StepData step_;
-  Tensor fold_arrivals_;  // QuantNormFold::arrivals
   std::shared_ptr<PinnedBlock> host_out_;
   PinnedBuffer host_ids_;  // sample()'s read-back of ids and row checks
   std::map<const void*, Tensor> vectors_;

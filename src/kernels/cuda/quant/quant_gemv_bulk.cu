@@ -50,26 +50,41 @@ constexpr int kW4Pieces = 4;
 // amax over all K (a max, so the order of the reduction does not matter), s and the codes as
 // quant/activation_scale.h defines them into xq [m, kpad] (zeros past k_real), s into xs [m]. Saves
 // the separate single-block quantization kernel before each FP8 / INT8 decode GEMV.
-// With a folded norm (KParams::norm_residual) the rows are first made as add_rms_norm makes
-// them (norm.cu: each thread's elements and sums in its order, the block sum as block_sum's),
-// which spares the norm's launch and its dependency hop before this GEMV.
+// Up to kHeld 16-byte loads a thread are kept in registers between the amax and the encoding
+// (K <= 16,384): one L2 round trip on the GEMV's critical path instead of two. Longer rows read
+// x again in the second pass.
+constexpr int kHeld = 4;
+static_assert(kHeld * kWarps * 32 * 8 == kFoldedNormMaxK, "a folded norm's rows are held");
+
+// A folded norm's weight (KParams::norm_weight), each consumer thread's held elements: never
+// written by an earlier kernel, so loaded before pdl_wait.
+struct NormWeight {
+  uint4 v[kHeld];
+};
+__device__ void load_norm_weight(const KParams& p, NormWeight& w) {
+  constexpr int kN = kWarps * 32;
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j) {
+    const int64_t i = static_cast<int64_t>(threadIdx.x + j * kN) * 8;
+    w.v[j] = i < p.k_real ? __ldg(reinterpret_cast<const uint4*>(p.norm_weight + i))
+                          : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// With a folded norm (KParams::norm_residual) the rows are first made as add_rms_norm makes them
+// (norm.cu: each thread's elements and sums in its order, the block sum as block_sum's), which
+// spares the norm's launch and the dependency hop between it and this GEMV; each block stores
+// its share of residual + x into norm_residual_out (every block reads all of norm_residual, so
+// it cannot be written in place).
 template <bool kInt8>
 __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t* xq, float* xs,
-                                        float* scratch) {
+                                        float* scratch, const NormWeight& nw) {
   constexpr int kN = kWarps * 32;
-  // Up to kHeld 16-byte loads a thread are kept in registers between the amax and the encoding
-  // (K <= 16,384): one L2 round trip on the GEMV's critical path instead of two. Longer rows
-  // read x again in the second pass.
-  constexpr int kHeld = 4;
-  static_assert(kHeld * kN * 8 == kFoldedNormMaxK, "the folded norm holds its rows");
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const bool held = p.k_real <= static_cast<int64_t>(kHeld) * kN * 8;
-  const bool fold = p.norm_residual != nullptr;  // the host checks held and m <= 2
-  uint4 sums[kFusedQuantRows][kHeld];            // residual + x, for the residual's store
+  const bool fold = p.norm_residual != nullptr;  // the host checks held
   float* sum_scratch = scratch + kWarps;
-#pragma unroll
-  for (int r = 0; r < kFusedQuantRows; ++r) {
-    if (r >= p.m) break;
+  for (int r = 0; r < p.m; ++r) {
     const bf16* xr = p.xq_src + static_cast<int64_t>(r) * p.k_real;
     uint4 v[kHeld];
 #pragma unroll
@@ -79,23 +94,29 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
                                   : make_uint4(0, 0, 0, 0);
     }
     if (fold) {
-      const bf16* rr = p.norm_residual + static_cast<int64_t>(r) * p.k_real;
+      const int64_t row = static_cast<int64_t>(r) * p.k_real;
+      uint4 rv[kHeld];
+#pragma unroll
+      for (int j = 0; j < kHeld; ++j) {  // written by an earlier kernel: not __ldg
+        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
+        rv[j] = i < p.k_real ? *reinterpret_cast<const uint4*>(p.norm_residual + row + i)
+                             : make_uint4(0, 0, 0, 0);
+      }
       float sum_sq = 0.0f;
 #pragma unroll
       for (int j = 0; j < kHeld; ++j) {
-        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
-        sums[r][j] = make_uint4(0, 0, 0, 0);
+        const int64_t vi = tid + j * kN, i = vi * 8;
         if (i >= p.k_real) continue;
-        const uint4 rv = *reinterpret_cast<const uint4*>(rr + i);  // written by an earlier grid
         bf16* e = reinterpret_cast<bf16*>(&v[j]);
-        const bf16* re = reinterpret_cast<const bf16*>(&rv);
+        const bf16* re = reinterpret_cast<const bf16*>(&rv[j]);
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
           e[h] = __float2bfloat16(__bfloat162float(e[h]) + __bfloat162float(re[h]));
           const float f = __bfloat162float(e[h]);
           sum_sq += f * f;
         }
-        sums[r][j] = v[j];
+        if (vi % gridDim.x == blockIdx.x)  // this block's share of the new residual
+          *reinterpret_cast<uint4*>(p.norm_residual_out + row + i) = v[j];
       }
       sum_sq = warp_sum(sum_sq);
       if (lane == 0) sum_scratch[warp] = sum_sq;
@@ -104,11 +125,8 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
       const float inv_rms = rsqrtf(sum_sq / static_cast<float>(p.k_real) + p.norm_eps);
 #pragma unroll
       for (int j = 0; j < kHeld; ++j) {
-        const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
-        if (i >= p.k_real) continue;
-        const uint4 wv = __ldg(reinterpret_cast<const uint4*>(p.norm_weight + i));
         bf16* e = reinterpret_cast<bf16*>(&v[j]);
-        const bf16* we = reinterpret_cast<const bf16*>(&wv);
+        const bf16* we = reinterpret_cast<const bf16*>(&nw.v[j]);
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
           const float normed = __bfloat162float(__float2bfloat16(__bfloat162float(e[h]) * inv_rms));
@@ -169,30 +187,6 @@ __device__ void quantize_rows_into_smem(const KParams& p, int64_t kpad, uint8_t*
     }
     if (tid == 0) xs[r] = s;
     consumers_sync(kN);  // the codes and xs are published; scratch may be reused
-  }
-  if (!fold) return;
-  // Every thread of this block has read its residual elements (the barriers above come after
-  // their use). The last block to arrive stores the sums: no block reads the residual after.
-  __shared__ int last;
-  if (tid == 0) {
-    __threadfence();
-    last = atomicAdd(p.norm_arrivals, 1u) == gridDim.x - 1;
-    if (last) {
-      atomicExch(p.norm_arrivals, 0u);  // every block has arrived: ready for the next launch
-      __threadfence();
-    }
-  }
-  consumers_sync(kN);
-  if (!last) return;
-#pragma unroll
-  for (int r = 0; r < kFusedQuantRows; ++r) {
-    if (r >= p.m) break;
-    bf16* rr = p.norm_residual + static_cast<int64_t>(r) * p.k_real;
-#pragma unroll
-    for (int j = 0; j < kHeld; ++j) {
-      const int64_t i = static_cast<int64_t>(tid + j * kN) * 8;
-      if (i < p.k_real) *reinterpret_cast<uint4*>(rr + i) = sums[r][j];
-    }
   }
 }
 
@@ -295,6 +289,10 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
     return;
   }
 
+  NormWeight norm_w;
+  if constexpr (FQ) {
+    if (p.norm_residual) load_norm_weight(p, norm_w);
+  }
   pdl_wait();  // x (and its scales) come from the previous kernel
   pdl_trigger();
   const int g = lane >> 2, t = lane & 3;
@@ -304,7 +302,8 @@ __global__ void __launch_bounds__(kThreads, 1) qgemv_bulk_kernel(const KParams p
   static_assert(!FQ || F == kFp8Ch || F == kI8Ch, "in-block quantization is for 8-bit codes");
   uint8_t* xq = smem + G::kSmemBytes;
   float* xq_scale = reinterpret_cast<float*>(xq + p.m * kpad);
-  if constexpr (FQ) quantize_rows_into_smem<F == kI8Ch>(p, kpad, xq, xq_scale, xq_scale + 8);
+  if constexpr (FQ)
+    quantize_rows_into_smem<F == kI8Ch>(p, kpad, xq, xq_scale, xq_scale + 8, norm_w);
   // What a stage's MMAs need besides the stage itself: activations, W4 scales and zeros. They
   // are loaded one item ahead (their L2 latency is most of a stage's time budget at the read
   // roofline, so loading them after the stage lands stalls the ring).

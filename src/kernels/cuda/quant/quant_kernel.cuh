@@ -154,14 +154,14 @@ struct KParams {
   const bf16* xq_src;
   const float* xq_in_scale;  // input_scale or null
   int k_real;
-  // A residual-add + RMSNorm folded into that quantization (norm_residual set, M <= 2, K <=
+  // A residual-add + RMSNorm folded into that quantization (norm_residual set, K <=
   // kFoldedNormMaxK): the rows quantized are rms_norm(norm_residual + xq_src) * norm_weight,
   // bit for bit what add_rms_norm writes where its block has at most 512 threads (K <= 4,096),
-  // and the last block to have read them (norm_arrivals counts the blocks, and that block sets
-  // it back to 0) stores norm_residual += xq_src [m, k_real].
-  bf16* norm_residual;
+  // and norm_residual_out [m, k_real] (not norm_residual: every block reads all of it) gets
+  // norm_residual + xq_src, a share from each block.
+  const bf16* norm_residual;
+  bf16* norm_residual_out;
   const bf16* norm_weight;
-  unsigned* norm_arrivals;
   float norm_eps;
   // FP8 per channel on the bulk GEMV: x is BF16 [m, ldx], read as it is (W8A16: no activation
   // codes or scales; ldx a whole number of chunks, no input_scale).

@@ -521,7 +521,7 @@ ActivationCodes point_at_activation_codes(KParams& p, uint8_t* ws, int64_t m, in
 void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWeight& w,
                                      const bf16* xb, int64_t m, const ActivationCodes& codes,
                                      bool codes_ready, cudaStream_t stream,
-                                     const QuantNormFold* fold) {
+                                     const FoldedNorm* fold) {
   const int64_t k = w.in_features, kp = w.padded_in;
   const float* is = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
   if (quantized_linear_reads_bf16_activations(w, m)) {  // x as it is, no codes
@@ -535,8 +535,8 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
     if (fold) {  // checked by check_fold
       g_folded_norm_launches.fetch_add(1, std::memory_order_relaxed);
       p.norm_residual = fold->residual->data<bf16>();
+      p.norm_residual_out = fold->residual_out->data<bf16>();
       p.norm_weight = fold->weight->data<bf16>();
-      p.norm_arrivals = fold->arrivals;
       p.norm_eps = fold->eps;
     }
   } else if (!codes_ready) {  // else `codes` already hold them
@@ -553,24 +553,32 @@ ActivationCodes activation_codes_for(KParams& p, const DeviceQuantizedWeight& w,
 }
 
 // A folded norm where the kernel would not fold it, or with the wrong shapes, is an error.
-void check_fold(const QuantNormFold* fold, const DeviceQuantizedWeight& w, const Tensor& x,
-                int64_t m, const void* ready, std::span<Tensor* const> ys, const char* op) {
+void check_fold(const FoldedNorm* fold, const DeviceQuantizedWeight& w, const Tensor& x, int64_t m,
+                const void* ready, std::span<Tensor* const> ys, const char* op) {
   if (!fold) return;
   KITE_CUDA_OP_CHECK(quantized_linear_folds_norm(w, m) && !ready, op,
                      "a folded norm at " + std::to_string(m) +
                          " rows, where this linear takes none (quantized_linear_folds_norm), or "
                          "beside activation codes made ahead");
-  KITE_CUDA_OP_CHECK(fold->residual && fold->weight && fold->arrivals, op,
-                     "a folded norm needs a residual, a weight and its arrival counter");
+  KITE_CUDA_OP_CHECK(fold->residual && fold->residual_out && fold->weight, op,
+                     "a folded norm needs a residual, a residual_out and a weight");
   check_device(*fold->residual, DType::kBF16, op, "residual");
+  check_device(*fold->residual_out, DType::kBF16, op, "residual_out");
   check_device(*fold->weight, DType::kBF16, op, "norm weight");
-  KITE_CUDA_OP_CHECK(fold->residual->numel() == x.numel() && fold->weight->numel() == w.in_features,
-                     op, "the residual must match x and the norm weight have in_features values");
-  KITE_CUDA_OP_CHECK(all_aligned(16, fold->residual->raw(), fold->weight->raw()), op,
-                     "the residual and norm weight must be 16-byte aligned");
-  KITE_CUDA_OP_CHECK(!bytes_overlap(*fold->residual, x), op, "the residual must not alias x");
+  KITE_CUDA_OP_CHECK(fold->residual->numel() == x.numel() &&
+                         fold->residual_out->numel() == x.numel() &&
+                         fold->weight->numel() == w.in_features,
+                     op, "the residuals must match x and the norm weight have in_features values");
+  KITE_CUDA_OP_CHECK(
+      all_aligned(16, fold->residual->raw(), fold->residual_out->raw(), fold->weight->raw()), op,
+      "the residuals and the norm weight must be 16-byte aligned");
+  const Tensor& out = *fold->residual_out;
+  KITE_CUDA_OP_CHECK(!bytes_overlap(*fold->residual, x) && !bytes_overlap(out, x) &&
+                         !bytes_overlap(out, *fold->residual),
+                     op, "residual_out, residual and x must not overlap");
   for (Tensor* y : ys)
-    KITE_CUDA_OP_CHECK(!bytes_overlap(*fold->residual, *y), op, "the residual must not alias y");
+    KITE_CUDA_OP_CHECK(!bytes_overlap(out, *y) && !bytes_overlap(*fold->residual, *y), op,
+                       "the residuals must not overlap y");
 }
 
 // Codes handed to a linear that reads none would be ignored: a caller's mistake, so an error.
@@ -606,7 +614,7 @@ void prepare_w4_activations(KParams& p, const DeviceQuantizedWeight& w, const bf
 
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
-                      cudaStream_t stream, const void* ready_codes, const QuantNormFold* fold) {
+                      cudaStream_t stream, const void* ready_codes, const FoldedNorm* fold) {
   Tensor* ys[] = {&y};
   quantized_linear_split(blas, x, w, bias, ys, workspace, workspace_bytes, stream, ready_codes,
                          fold);
@@ -620,7 +628,7 @@ bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t o
 void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                             const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream, const void* ready_codes,
-                            const QuantNormFold* fold) {
+                            const FoldedNorm* fold) {
   check_device(x, DType::kBF16, kOp, "x");
   const int64_t n = w.out_features, k = w.in_features;
   KITE_CUDA_OP_CHECK(k > 0 && x.size(-1) == k, kOp, "x's last dim must be in_features");
@@ -768,7 +776,7 @@ bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m) {
 
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                               const void* ready_codes, const QuantNormFold* fold) {
+                               const void* ready_codes, const FoldedNorm* fold) {
   constexpr const char* kGatedOp = "quantized_linear_silu_mul";
   check_device(x, DType::kBF16, kGatedOp, "x");
   check_device(out, DType::kBF16, kGatedOp, "out");

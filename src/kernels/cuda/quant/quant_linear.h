@@ -73,6 +73,7 @@
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/blaslt.h"
+#include "kernels/folded_norm.h"
 #include "quant/quantized_weight.h"
 
 namespace kite::cuda {
@@ -120,25 +121,16 @@ size_t quantized_linear_workspace_bytes(const DeviceQuantizedWeight& w, int64_t 
 // `ready_codes`: x's activation codes made ahead by the kernel that wrote x (add_rms_norm with
 // the NormActivationCodes of norm_activation_codes), where quantized_linear_reads_activation_codes
 // says M rows read codes; the linear then makes none itself.
-// `fold`: see QuantNormFold below; x is then the norm's input.
-struct QuantNormFold;
+// `fold`: see quantized_linear_folds_norm below.
 void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                       const Tensor* bias, Tensor& y, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream, const void* ready_codes = nullptr,
-                      const QuantNormFold* fold = nullptr);
-// A residual-add + RMSNorm folded into the quantized linear that reads its output. The linear's
-// x is then the norm's input `pre`, and it computes the linear of rms_norm(residual + pre) *
-// weight and residual += pre, as add_rms_norm(residual, pre, weight, eps, h) and the linear on
-// h would (the same values bit for bit where K <= 4,096: cuda_ops.h's norm then sums as this
-// does). No norm launch, and no dependency hop between it and the GEMV (its blocks each normalise
-// the rows; the last to have read them stores the residual). `arrivals`: a zeroed unsigned on
-// the device for work queued on one stream at a time (the kernel leaves it zero).
-struct QuantNormFold {
-  Tensor* residual;      // BF16 [M, K], not overlapping x or the outputs
-  const Tensor* weight;  // BF16 [K]
-  float eps;
-  unsigned* arrivals;
-};
+                      const FoldedNorm* fold = nullptr);
+// `fold` (kernels/folded_norm.h): a residual-add + RMSNorm folded into this linear, x being
+// the norm's input; its values are add_rms_norm's then the linear's, bit for bit where K <= 4,096
+// (cuda_ops.h's norm then sums as the GEMV's blocks do). No norm launch, and no dependency hop
+// between it and the GEMV: its blocks each normalise the rows and store a share of
+// residual_out, which must not overlap residual, x or the outputs.
 // Whether M rows of w take a folded norm: FP8 / INT8 per channel where the bulk GEMV quantizes
 // x in-block (M <= 2, no BF16 activations) and K <= 16,384. KITE_CUDA_FOLD_NORM=0 turns it off
 // (an A/B switch).
@@ -181,7 +173,7 @@ bool quantized_split_applies(const DeviceQuantizedWeight& w, int64_t m, size_t o
 void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQuantizedWeight& w,
                             const Tensor* bias, std::span<Tensor* const> ys, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream,
-                            const void* ready_codes = nullptr, const QuantNormFold* fold = nullptr);
+                            const void* ready_codes = nullptr, const FoldedNorm* fold = nullptr);
 
 // out [M, I] BF16 = silu(x · Wg^T) * (x · Wu^T) for a gated MLP's stacked quantized [gate; up]
 // weight [2I, K], in one launch (no bias). Applies (quantized_silu_mul_applies) to FP8 / INT8
@@ -195,8 +187,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
 bool quantized_silu_mul_applies(const DeviceQuantizedWeight& w, int64_t m);
 void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, Tensor& out,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                               const void* ready_codes = nullptr,
-                               const QuantNormFold* fold = nullptr);
+                               const void* ready_codes = nullptr, const FoldedNorm* fold = nullptr);
 
 // Benchmark/test hook, not for serving (not thread-safe): path 0 = automatic (M <= 8 takes the
 // bulk-copy GEMV for the per-channel formats, the decode kernel for kInt4Group and kFp8Block;
