@@ -159,6 +159,9 @@ std::vector<AttnCase> attention_cases() {
   cases.push_back({"odd_dims_block4", {{13, 6}, {9, 1}}, 3, 1, 17, 9, 4});
   cases.push_back({"block1", {{5, 5}, {3, 1}}, 2, 1, 8, 8, 1});
   cases.push_back({"peaky_softmax", {{48, 4}}, 2, 1, 64, 64, 16, 40.0f});
+  // Seven heads a kv head (Qwen2.5-0.5B's 14 / 2): blocks of four, two and one heads share the
+  // value walks, over 7 chunks and 3 floats.
+  cases.push_back({"gqa7_v59", {{30, 30}, {12, 2}}, 14, 2, 64, 59, 16});
   return cases;
 }
 
@@ -183,6 +186,35 @@ TEST(PagedAttention, NanOrInfiniteQueryGivesNanOutput) {
         EXPECT_EQ(std::isnan(out.data<float>()[(t * c.num_heads + h) * c.head_dim_v + i]),
                   h == bad_head)
             << "token " << t << " head " << h << " dim " << i;
+}
+
+// The heads a kv head serves are blocked by how many work items a call has (a prefill blocks
+// them all, a one-token call not at all): every token's output must be the same bit for bit
+// either way, or chunked prefill and decode would drift from a whole prefill.
+TEST(PagedAttention, HeadBlocksGiveTheOneHeadResults) {
+  for (const AttnCase& c : {AttnCase{"latent", {{40, 40}}, 4, 1, 80, 80, 16},
+                            AttnCase{"gqa7", {{33, 33}}, 14, 2, 64, 59, 16}}) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 rng(63);
+    const Batch b = make_batch(c, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_qk));
+    const int64_t t = b.q.size(0), row = c.num_heads * c.head_dim_v;
+    Tensor all = poisoned({t, c.num_heads, c.head_dim_v});
+    ops::paged_attention(b.q, b.k_cache, b.v_cache, params_for(b, c.block_size, scale), all);
+    for (int64_t i = 0; i < t; ++i) {
+      Batch one = b;  // token i alone: a decode of the first i + 1 tokens
+      one.q = Tensor::empty({1, c.num_heads, c.head_dim_qk});
+      std::copy_n(b.q.data<float>() + i * c.num_heads * c.head_dim_qk, c.num_heads * c.head_dim_qk,
+                  one.q.data<float>());
+      one.seq_lens = {static_cast<int32_t>(i + 1)};
+      one.query_start = {0, 1};
+      Tensor out = poisoned({1, c.num_heads, c.head_dim_v});
+      ops::paged_attention(one.q, one.k_cache, one.v_cache, params_for(one, c.block_size, scale),
+                           out);
+      for (int64_t e = 0; e < row; ++e)
+        ASSERT_EQ(out.data<float>()[e], all.data<float>()[i * row + e]) << "token " << i;
+    }
+  }
 }
 
 TEST(PagedAttention, RejectsInconsistentBatches) {
