@@ -92,7 +92,8 @@ TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
     QuantizedWeight q = quantize_as(c.format, random_host({c.n, c.k}, rng, -0.05f, 0.05f));
     if (c.smooth) q.input_scale = random_host({c.k}, rng, 0.25f, 4.0f);
     const DeviceQuantizedWeight dw = upload_quantized(q, test_stream());
-    ASSERT_TRUE(quantized_linear_folds_norm(dw, c.m));
+    ASSERT_TRUE(quantized_linear_takes_folded_norm(dw, c.m));
+    EXPECT_EQ(quantized_linear_folds_norm(dw, c.m), c.m == 1);
     const bool exact = c.k <= 4096;
 
     Tensor res = random_host({c.m, c.k}, rng, -2.0f, 2.0f);
@@ -154,7 +155,7 @@ TEST(CudaNormFold, RejectsAFoldWhereTheLinearTakesNone) {
     SCOPED_TRACE(std::string(quant_format_name(f)) + " M=" + std::to_string(m));
     const DeviceQuantizedWeight dw = upload_quantized(
         quantize_as(f, random_host({128, 512}, rng, -0.05f, 0.05f)), test_stream());
-    EXPECT_FALSE(quantized_linear_folds_norm(dw, m));
+    EXPECT_FALSE(quantized_linear_takes_folded_norm(dw, m));
     const Tensor x = device_poisoned({m, 512}, DType::kBF16);
     Tensor res = device_poisoned({m, 512}, DType::kBF16),
            y = device_poisoned({m, 128}, DType::kBF16);
@@ -168,7 +169,7 @@ TEST(CudaNormFold, RejectsAFoldWhereTheLinearTakesNone) {
   const DeviceQuantizedWeight dw = upload_quantized(
       quantize_as(QuantFormat::kInt8PerChannel, random_host({128, 512}, rng, -0.05f, 0.05f)),
       test_stream());
-  ASSERT_TRUE(quantized_linear_folds_norm(dw, 1));
+  ASSERT_TRUE(quantized_linear_takes_folded_norm(dw, 1));
   Tensor x = device_poisoned({1, 512}, DType::kBF16), y = device_poisoned({1, 128}, DType::kBF16);
   Tensor res = device_poisoned({1, 512}, DType::kBF16),
          res_out = device_poisoned({1, 512}, DType::kBF16);

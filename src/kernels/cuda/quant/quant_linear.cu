@@ -455,11 +455,17 @@ std::atomic<int64_t> g_folded_norm_launches{0};
 }  // namespace
 int64_t folded_norm_launches() { return g_folded_norm_launches.load(); }
 
+bool quantized_linear_takes_folded_norm(const DeviceQuantizedWeight& w, int64_t m) {
+  const Fmt f = fmt_of(w.format);
+  return m > 0 && !quantized_linear_reads_bf16_activations(w, m) &&
+         fuses_act_quant(f, m, w.in_features, w.padded_in) && w.in_features <= kFoldedNormMaxK;
+}
+
+// One row only: at two the blocks normalise and quantize two rows one after the other, and
+// Llama-3-8B INT8 h8 batch 2 measured 0.2 % slower folded (H100, BENCHMARKS.md run 40).
 bool quantized_linear_folds_norm(const DeviceQuantizedWeight& w, int64_t m) {
   static const bool on = !env_switched_off("KITE_CUDA_FOLD_NORM");
-  const Fmt f = fmt_of(w.format);
-  return on && m > 0 && !quantized_linear_reads_bf16_activations(w, m) &&
-         fuses_act_quant(f, m, w.in_features, w.padded_in) && w.in_features <= kFoldedNormMaxK;
+  return on && m == 1 && quantized_linear_takes_folded_norm(w, m);
 }
 
 size_t activation_codes_bytes(const DeviceQuantizedWeight& w, int64_t m) {
@@ -556,10 +562,11 @@ ActivationCodes activation_codes_for(KParams& p, const DeviceQuantizedWeight& w,
 void check_fold(const FoldedNorm* fold, const DeviceQuantizedWeight& w, const Tensor& x, int64_t m,
                 const void* ready, std::span<Tensor* const> ys, const char* op) {
   if (!fold) return;
-  KITE_CUDA_OP_CHECK(quantized_linear_folds_norm(w, m) && !ready, op,
+  KITE_CUDA_OP_CHECK(quantized_linear_takes_folded_norm(w, m) && !ready, op,
                      "a folded norm at " + std::to_string(m) +
-                         " rows, where this linear takes none (quantized_linear_folds_norm), or "
-                         "beside activation codes made ahead");
+                         " rows, where this linear takes none "
+                         "(quantized_linear_takes_folded_norm), or beside activation codes made "
+                         "ahead");
   KITE_CUDA_OP_CHECK(fold->residual && fold->residual_out && fold->weight, op,
                      "a folded norm needs a residual, a residual_out and a weight");
   check_device(*fold->residual, DType::kBF16, op, "residual");

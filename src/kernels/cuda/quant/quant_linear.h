@@ -131,9 +131,11 @@ void quantized_linear(BlasLtContext& blas, const Tensor& x, const DeviceQuantize
 // (cuda_ops.h's norm then sums as the GEMV's blocks do). No norm launch, and no dependency hop
 // between it and the GEMV: its blocks each normalise the rows and store a share of
 // residual_out, which must not overlap residual, x or the outputs.
-// Whether M rows of w take a folded norm: FP8 / INT8 per channel where the bulk GEMV quantizes
-// x in-block (M <= 2, no BF16 activations) and K <= 16,384. KITE_CUDA_FOLD_NORM=0 turns it off
-// (an A/B switch).
+// Whether M rows of w can take a folded norm: FP8 / INT8 per channel where the bulk GEMV
+// quantizes x in-block (M <= 2, no BF16 activations) and K <= 16,384.
+bool quantized_linear_takes_folded_norm(const DeviceQuantizedWeight& w, int64_t m);
+// Whether the decoder stack should fold it there (the CUDA backend's folds_norm): at one row
+// (two measured no faster). KITE_CUDA_FOLD_NORM=0 turns it off (an A/B switch).
 bool quantized_linear_folds_norm(const DeviceQuantizedWeight& w, int64_t m);
 // Launches so far that took a folded norm (tests: that a model's decode step folds its norms).
 int64_t folded_norm_launches();
