@@ -144,7 +144,7 @@ class Backend {
     return nullptr;
   }
   // Whether the prepared linear's kernel folds the norm before it at `rows` rows (the CUDA
-  // backend's FP8 / INT8 decode GEMV at one or two rows; the default: none).
+  // backend's FP8 / INT8 decode GEMV at one row; the default: none).
   virtual bool folds_norm(const void* prepared, int64_t rows) { return false; }
   // x normed as `fold` says (kernels/folded_norm.h) for a linear that does not fold it:
   // add_rms_norm into step scratch, on residual_out (residual copied there first if apart).

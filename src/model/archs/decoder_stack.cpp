@@ -89,7 +89,7 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
   Tensor codes = codes_bytes ? be.empty({codes_bytes}, DType::kU8) : Tensor();
   const Tensor* h_codes = nullptr;  // h's codes for the linear that reads it, if made
   // Where that linear folds the norm into its own kernel (Linear::folds_norm: the CUDA backend's
-  // FP8 / INT8 decode GEMV at one or two rows), h is not made: the linear is given the norm's
+  // FP8 / INT8 decode GEMV at one row), h is not made: the linear is given the norm's
   // input and `fold`, and writes residual + x to the other of two residual buffers (its blocks
   // all read the one before), which then becomes `residual`. A gated MLP's output folded into
   // the next layer's q/k/v (or the lm_head) must outlive its layer's scratch, so it is written
