@@ -19,7 +19,8 @@ class Moe {
  public:
   static Result<Moe> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                           const ModelConfig& config);
-  Tensor forward(Backend& be, const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  // [T, hidden] -> [T, hidden], into `out` where given (else step scratch).
+  Tensor forward(Backend& be, const Tensor& x, Tensor* out = nullptr) const;
 
  private:
   Linear gate_;             // router [n_experts, hidden]
