@@ -179,36 +179,30 @@ TEST(CudaQuantModel, Fp8KvCacheMatchesTheCpu) {
 
 // FP8 / INT8 decode at one row folds each residual-add + RMSNorm into the GEMV that reads its
 // output (kernels/folded_norm.h): q/k/v after the first layer, gate_up, and an 8-bit
-// lm_head; in kite-tiny (MLA + MoE) MLA's stacked q_a / kv_a projection and the dense layer's
-// gate_up. Hidden sizes of at most 4,096 make the fold's sums the norm's, so the steps equal
-// those of path 4 (the norm, then the GEMV on codes made before it) exactly.
+// lm_head. The fixtures' hidden sizes are at most 4,096, where the fold's sums are the norm's,
+// so the steps equal those of path 4 (the norm, then the GEMV on codes made before it) exactly.
 TEST(CudaQuantModel, FoldedNormsDecodeAsTheUnfoldedSteps) {
   struct Case {
-    std::string model;  // a fixture, or kite-tiny
+    std::string model;
     QuantMethod method, lm_head;
   };
   using Q = QuantMethod;
-  const Case cases[] = {{"llama3", Q::kFp8, Q::kFp8},
-                        {"qwen2", Q::kInt8, Q::kNone},
-                        {"qwen2", Q::kFp8, Q::kInt8},
-                        {"kite-tiny", Q::kFp8, Q::kNone}};
+  const Case cases[] = {
+      {"llama3", Q::kFp8, Q::kFp8}, {"qwen2", Q::kInt8, Q::kNone}, {"qwen2", Q::kFp8, Q::kInt8}};
   std::vector<int32_t> ids(40);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 3) % 500);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.model + " " + std::string(quant_method_name(c.method)) + " lm_head " +
                  std::string(quant_method_name(c.lm_head)));
-    const bool tiny = c.model == "kite-tiny";
-    auto gpu = load(source_dir() + (tiny ? "/models/" : "/tests/fixtures/models/") + c.model,
-                    Device::kCuda, c.method, LoadFormat::kAuto, c.lm_head);
+    auto gpu = load(source_dir() + "/tests/fixtures/models/" + c.model, Device::kCuda, c.method,
+                    LoadFormat::kAuto, c.lm_head);
     ASSERT_TRUE(gpu.ok()) << gpu.status().message();
     const DType kv = (*gpu)->kv_cache_spec().dtype;
     const int64_t before = cuda::folded_norm_launches();
     const auto folded = prefill_then_decode(**gpu, kv, ids);
-    // Every step the host runs (a replayed graph step runs none) folds them all: in the dense
-    // fixtures both norms of every layer but the first's input norm, and the final one; in
-    // kite-tiny every layer's input norm but the first's, and the dense layer's second.
     const int64_t layers = (*gpu)->config().num_hidden_layers;
-    const int64_t per_step = tiny ? layers : 2 * layers - 1 + (c.lm_head != Q::kNone ? 1 : 0);
+    const int64_t per_step = 2 * layers - 1 + (c.lm_head != Q::kNone ? 1 : 0);
+    // Every step the host runs (a replayed graph step runs none) folds them all.
     const int64_t launches = cuda::folded_norm_launches() - before;
     EXPECT_GE(launches, per_step);
     EXPECT_EQ(launches % per_step, 0);

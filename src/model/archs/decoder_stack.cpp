@@ -15,11 +15,11 @@ namespace {
 // per sequence, so the rows of a big batch simply take a few calls.
 constexpr int64_t kQuantizedLmHeadRows = 128;
 
-// The one linear that reads a layer's attention / FFN input, where there is one (not a MoE's
-// router and experts, nor MLA's q and kv_a projections where they are not stacked).
+// The one linear that reads a layer's attention / FFN input, where there is one (not MLA's, nor
+// a MoE's router and experts).
 const Linear* attention_input(const DecoderLayer& layer) {
-  if (const auto* gqa = std::get_if<GqaAttention>(&layer.attention)) return &gqa->input_linear();
-  return std::get<MlaAttention>(layer.attention).input_linear();
+  const auto* gqa = std::get_if<GqaAttention>(&layer.attention);
+  return gqa ? &gqa->input_linear() : nullptr;
 }
 const Linear* ffn_input(const DecoderLayer& layer) {
   const auto* mlp = std::get_if<GatedMlp>(&layer.ffn);
@@ -92,8 +92,8 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
   // FP8 / INT8 decode GEMV at one row), h is not made: the linear is given the norm's
   // input and `fold`, and writes residual + x to the other of two residual buffers (its blocks
   // all read the one before), which then becomes `residual`. A gated MLP's output folded into
-  // the next layer's attention input (or the lm_head) must outlive its layer's scratch, so an FFN
-  // writes its output to `ffn_out_kept` then.
+  // the next layer's q/k/v (or the lm_head) must outlive its layer's scratch, so it is written
+  // to `ffn_out_kept`.
   bool any_fold = lm_head_input && lm_head_input->folds_norm(be, t);
   for (const DecoderLayer& layer : layers_)
     for (const Linear* reader : {attention_input(layer), ffn_input(layer)})
@@ -135,25 +135,27 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
         [&](auto& attn) -> Tensor {
           using T = std::decay_t<decltype(attn)>;
           if constexpr (std::is_same_v<T, MlaAttention>) {
-            return attn.forward(input, ctx, cache.k(l), fold);
+            return attn.forward(h, ctx, cache.k(l));  // no fold: MLA has no attention_input
           } else {
             return attn.forward(input, ctx, cache.k(l), cache.v(l), h_codes, fold);
           }
         },
         layer.attention);
     norm_into_h(attn_out, layer.post_attn_norm, ffn_input(layer), true);
-    Tensor* kept = any_fold ? &ffn_out_kept : nullptr;
+    bool kept = false;  // whether ffn_out is ffn_out_kept
     Tensor ffn_out = std::visit(
         [&](auto& ffn) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(ffn)>, GatedMlp>)
-            return ffn.forward(be, input, h_codes, fold, kept);
-          else
-            return ffn.forward(be, h, kept);  // no fold: a MoE has no ffn_input
+          if constexpr (std::is_same_v<std::decay_t<decltype(ffn)>, GatedMlp>) {
+            kept = any_fold;
+            return ffn.forward(be, input, h_codes, fold, kept ? &ffn_out_kept : nullptr);
+          } else {
+            return ffn.forward(be, h);  // no fold: a MoE has no ffn_input
+          }
         },
         layer.ffn);
     const bool last = l + 1 == layers_.size();
     norm_into_h(ffn_out, last ? final_norm_ : layers_[l + 1].input_norm,
-                last ? lm_head_input : attention_input(layers_[l + 1]), kept != nullptr);
+                last ? lm_head_input : attention_input(layers_[l + 1]), kept);
   }
 
   if (n == 0) return be.empty({0, config_.vocab_size}, DType::kF32);

@@ -67,11 +67,8 @@ Result<MlaAttention> MlaAttention::load(Backend& be, const WeightStore& w,
   return a;
 }
 
-Tensor MlaAttention::forward(const Tensor& x_in, const StepContext& ctx, Tensor& latent_cache,
-                             const FoldedNorm* fold) const {
+Tensor MlaAttention::forward(const Tensor& x, const StepContext& ctx, Tensor& latent_cache) const {
   Backend& be = *ctx.be;
-  // Two linears read x where there is no stacked one: the norm cannot fold into either.
-  const Tensor x = fold && !x_proj_ ? be.unfold_norm(x_in, *fold) : x_in;
   const int64_t t = x.size(0), qk = nope_ + rope_, width = rank_ + rope_;
   // q from its first projection (through q LoRA's norm and up-projection where there is one).
   auto finish_q = [&](Tensor first) {
@@ -82,7 +79,7 @@ Tensor MlaAttention::forward(const Tensor& x_in, const StepContext& ctx, Tensor&
   Tensor q, latent;  // latent: [T, rank + rope]
   if (x_proj_) {
     const int64_t widths[] = {q_first_width_, width};
-    std::vector<Tensor> parts = x_proj_->split(be, x, widths, nullptr, fold);
+    std::vector<Tensor> parts = x_proj_->split(be, x, widths);
     q = finish_q(parts[0]);
     latent = parts[1];
   } else {

@@ -26,12 +26,8 @@ class MlaAttention {
   // Cache row width: kv_lora_rank + qk_rope_head_dim.
   static int64_t latent_width(const ModelConfig& c) { return c.kv_lora_rank + c.qk_rope_head_dim; }
   // x [T, hidden] -> [T, hidden]; writes this step's latents into `latent_cache`
-  // [num_blocks, block_size, 1, latent_width]. `fold`: the norm x is the input of, folded into
-  // input_linear() (Linear::apply), or null.
-  Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& latent_cache,
-                 const FoldedNorm* fold = nullptr) const;
-  // The one linear that reads x (the stacked q / kv_a projection), or null where two do.
-  const Linear* input_linear() const { return x_proj_ ? &*x_proj_ : nullptr; }
+  // [num_blocks, block_size, 1, latent_width].
+  Tensor forward(const Tensor& x, const StepContext& ctx, Tensor& latent_cache) const;
 
  private:
   // q's first projection (q_proj, or q LoRA's q_a_proj) and kv_a_proj_with_mqa (hidden ->

@@ -98,7 +98,7 @@ Tensor Moe::routed_per_expert(Backend& be, const Tensor& x, const Tensor& logits
   return out;
 }
 
-Tensor Moe::forward(Backend& be, const Tensor& x, Tensor* out_to) const {
+Tensor Moe::forward(Backend& be, const Tensor& x) const {
   const int64_t t = x.size(0), d = x.size(1);
   // Router logits in fp32 on every backend: expert choice is sensitive to their rounding.
   Tensor logits = be.empty({t, gate_.out_features()}, DType::kF32);
@@ -122,12 +122,8 @@ Tensor Moe::forward(Backend& be, const Tensor& x, Tensor* out_to) const {
       be.moe_experts(x, logits, params, experts_gate_up_, experts_down_, routed);
     }
   }
-  if (!shared_ || shared_in_routed) {
-    if (!out_to) return routed;
-    be.copy_columns(routed, 0, *out_to, 0, d);
-    return *out_to;
-  }
-  Tensor out = out_to ? *out_to : be.empty({t, d});
+  if (!shared_ || shared_in_routed) return routed;
+  Tensor out = be.empty({t, d});
   be.add(routed, shared_->forward(be, x), out);
   return out;
 }

@@ -19,8 +19,7 @@ class Moe {
  public:
   static Result<Moe> load(Backend& be, const WeightStore& weights, const std::string& prefix,
                           const ModelConfig& config);
-  // [T, hidden] -> [T, hidden], into `out` where given (else step scratch).
-  Tensor forward(Backend& be, const Tensor& x, Tensor* out = nullptr) const;
+  Tensor forward(Backend& be, const Tensor& x) const;  // [T, hidden] -> [T, hidden]
 
  private:
   Linear gate_;             // router [n_experts, hidden]
