@@ -46,8 +46,10 @@ void Backend::quantized_linear(const Tensor& x, const QuantizedWeight* host, con
                                const Tensor* bias, Tensor& y, const Tensor*,
                                const FoldedNorm* fold) {
   if (!host) throw std::invalid_argument("quantized_linear: this backend needs the host form");
-  // From x itself: no backend here makes codes.
-  ops::quantized_linear(fold ? unfold_norm(x, *fold) : x, *host, bias, y);
+  if (fold)
+    throw std::invalid_argument("quantized_linear: " + name() +
+                                " folds no norm into a linear (folds_norm is false)");
+  ops::quantized_linear(x, *host, bias, y);  // from x itself: no backend here makes codes
 }
 
 void Backend::add_rms_norm_codes(Tensor&, const Tensor&, const Tensor&, float, Tensor&, const void*,

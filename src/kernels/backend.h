@@ -152,8 +152,9 @@ class Backend {
   // y = the quantized linear of kernels/quant_ops.h, from the host form (`host`, CPU) or the
   // prepared form (`prepared`, from prepare_quantized / dummy_quantized). `codes`: x's
   // activation codes made by the norm that wrote x (add_rms_norm_codes), or null. `fold` (here
-  // and below): the norm x is the input of, folded into the linear (kernels/folded_norm.h;
-  // where folds_norm is false, unfold_norm runs first), or null.
+  // and below): the norm x is the input of, folded into the linear's kernel
+  // (kernels/folded_norm.h), passed only where folds_norm is true (Linear runs unfold_norm
+  // first elsewhere; the default throws on one), or null.
   virtual void quantized_linear(const Tensor& x, const QuantizedWeight* host, const void* prepared,
                                 const Tensor* bias, Tensor& y, const Tensor* codes = nullptr,
                                 const FoldedNorm* fold = nullptr);

@@ -181,9 +181,6 @@ class CudaBackend final : public Backend {
   void quantized_linear_split(const Tensor& x, const QuantizedWeight* host, const void* prepared,
                               const Tensor* bias, std::span<Tensor* const> outs,
                               const Tensor* codes, const FoldedNorm* fold) override {
-    if (fold && !folds_norm(prepared, rows_of(x, prepared)))  // before replaying(): it allocates
-      return quantized_linear_split(unfold_norm(x, *fold), host, prepared, bias, outs, codes,
-                                    nullptr);
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
@@ -205,8 +202,6 @@ class CudaBackend final : public Backend {
   void quantized_linear_silu_mul(const Tensor& x, const QuantizedWeight* host, const void* prepared,
                                  Tensor& out, const Tensor* codes,
                                  const FoldedNorm* fold) override {
-    if (fold && !folds_norm(prepared, rows_of(x, prepared)))
-      return quantized_linear_silu_mul(unfold_norm(x, *fold), host, prepared, out, codes, nullptr);
     if (replaying()) return;
     if (!prepared) throw std::invalid_argument("cuda quantized_linear: weight not prepared");
     const auto& w = *static_cast<const DeviceQuantizedWeight*>(prepared);
@@ -223,10 +218,6 @@ class CudaBackend final : public Backend {
       cuda::quantized_linear_silu_mul(x, w, out, ws, bytes, stream_, ready_codes(codes, w, m),
                                       fold);
     });
-  }
-  static int64_t rows_of(const Tensor& x, const void* prepared) {
-    const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
-    return w ? x.numel() / std::max<int64_t>(1, w->in_features) : 0;
   }
   bool folds_norm(const void* prepared, int64_t rows) override {
     const auto* w = static_cast<const DeviceQuantizedWeight*>(prepared);
