@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 #include "kernels/ops.h"
@@ -115,5 +116,9 @@ void rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 // Fills an F32 or BF16 device tensor with uniform values in [lo, hi), a function of (seed,
 // element index) only. For benchmarks and dummy weights, never zeros.
 void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed, cudaStream_t stream);
+// A dummy BF16 weight [out, in] in its own allocation: uniform with model/dummy_weights.h's std
+// (1 / sqrt(in)), seeded by the tensor's name. Its values differ from the CPU's dummy, which is
+// fine: dummy outputs are meaningless, their timing is not.
+Tensor dummy_matrix(const std::string& name, const Shape& shape, cudaStream_t stream);
 
 }  // namespace kite::cuda

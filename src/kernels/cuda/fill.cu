@@ -2,6 +2,8 @@
 // of non-zero data without generating it on the host. Counter-based (a hash of the element
 // index and the seed), so the values do not depend on the launch shape.
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -30,6 +32,12 @@ __global__ void fill_uniform_kernel(T* out, int64_t n, float lo, float hi, uint6
   }
 }
 
+uint64_t name_hash(const std::string& s) {  // FNV-1a: dummy weights' per-tensor seed
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace
 
 void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed, cudaStream_t stream) {
@@ -46,6 +54,13 @@ void fill_uniform(Tensor& t, float lo, float hi, uint64_t seed, cudaStream_t str
         <<<blocks, threads, 0, stream>>>(static_cast<bf16*>(t.raw()), n, lo, hi, seed);
   }
   KITE_CUDA_CHECK_LAUNCH();
+}
+
+Tensor dummy_matrix(const std::string& name, const Shape& shape, cudaStream_t stream) {
+  Tensor t = device_empty(shape, DType::kBF16);
+  const float a = std::sqrt(3.0f / static_cast<float>(shape[1]));
+  fill_uniform(t, -a, a, name_hash(name), stream);
+  return t;
 }
 
 }  // namespace kite::cuda

@@ -31,12 +31,6 @@
 namespace kite::cuda {
 namespace {
 
-uint64_t name_hash(const std::string& s) {  // FNV-1a: dummy weights' per-tensor seed
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -58,7 +52,7 @@ class CudaBackend final : public Backend {
   // ---- memory
   Result<Tensor> weight(const WeightStore& store, const std::string& name,
                         const Shape& shape) override {
-    if (store.is_dummy() && shape.size() == 2) return dummy_matrix(name, shape);
+    if (store.is_dummy() && shape.size() == 2) return dummy_matrix(name, shape, stream_);
     return Backend::weight(store, name, shape);
   }
   Result<Tensor> stacked_weight(const WeightStore& store, const std::vector<std::string>& names,
@@ -66,7 +60,7 @@ class CudaBackend final : public Backend {
     if (store.is_dummy()) {
       int64_t total = 0;
       for (int64_t o : outs) total += o;
-      return dummy_matrix(names.front(), {total, in});
+      return dummy_matrix(names.front(), {total, in}, stream_);
     }
     return Backend::stacked_weight(store, names, outs, in);
   }
@@ -538,15 +532,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  Result<Tensor> dummy_matrix(const std::string& name, const Shape& shape) {
-    // Same scale as model/dummy_weights.h (std 1/sqrt(fan_in)); values differ from the CPU
-    // dummy, which is fine: dummy outputs are meaningless, their timing is not.
-    Tensor t = device_empty(shape, DType::kBF16);
-    const float a = std::sqrt(3.0f / static_cast<float>(shape[1]));
-    fill_uniform(t, -a, a, name_hash(name), stream_);
-    return t;
-  }
-
   Tensor upload_i64(const std::vector<int64_t>& values) {
     Tensor t = empty({static_cast<int64_t>(values.size())}, DType::kI64);
     if (!values.empty())
