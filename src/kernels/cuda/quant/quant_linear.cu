@@ -20,6 +20,7 @@
 #include "kernels/cuda/launch_pdl.cuh"
 #include "kernels/cuda/quant/fp8_gemm_lt.h"
 #include "kernels/cuda/quant/quant_activation.h"
+#include "kernels/cuda/quant/quant_args.h"
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
 #include "kernels/cuda/quant/quant_linear.h"
@@ -538,7 +539,7 @@ void prepare_per_channel_activations(KParams& p, Fmt f, const DeviceQuantizedWei
     p.xq_src = xb;
     p.xq_in_scale = is;
     p.k_real = static_cast<int>(k);
-    if (fold) {  // checked by check_fold
+    if (fold) {  // checked by check_folded_norm
       g_folded_norm_launches.fetch_add(1, std::memory_order_relaxed);
       p.norm_residual = fold->residual->data<bf16>();
       p.norm_residual_out = fold->residual_out->data<bf16>();
@@ -556,44 +557,6 @@ ActivationCodes activation_codes_for(KParams& p, const DeviceQuantizedWeight& w,
                                      void* workspace, const void* ready) {
   return point_at_activation_codes(
       p, static_cast<uint8_t*>(ready ? const_cast<void*>(ready) : workspace), m, w.padded_in);
-}
-
-// A folded norm where the kernel would not fold it, or with the wrong shapes, is an error.
-void check_fold(const FoldedNorm* fold, const DeviceQuantizedWeight& w, const Tensor& x, int64_t m,
-                const void* ready, std::span<Tensor* const> ys, const char* op) {
-  if (!fold) return;
-  KITE_CUDA_OP_CHECK(quantized_linear_takes_folded_norm(w, m) && !ready, op,
-                     "a folded norm at " + std::to_string(m) +
-                         " rows, where this linear takes none "
-                         "(quantized_linear_takes_folded_norm), or beside activation codes made "
-                         "ahead");
-  KITE_CUDA_OP_CHECK(fold->residual && fold->residual_out && fold->weight, op,
-                     "a folded norm needs a residual, a residual_out and a weight");
-  check_device(*fold->residual, DType::kBF16, op, "residual");
-  check_device(*fold->residual_out, DType::kBF16, op, "residual_out");
-  check_device(*fold->weight, DType::kBF16, op, "norm weight");
-  KITE_CUDA_OP_CHECK(fold->residual->numel() == x.numel() &&
-                         fold->residual_out->numel() == x.numel() &&
-                         fold->weight->numel() == w.in_features,
-                     op, "the residuals must match x and the norm weight have in_features values");
-  KITE_CUDA_OP_CHECK(
-      all_aligned(16, fold->residual->raw(), fold->residual_out->raw(), fold->weight->raw()), op,
-      "the residuals and the norm weight must be 16-byte aligned");
-  const Tensor& out = *fold->residual_out;
-  KITE_CUDA_OP_CHECK(!bytes_overlap(*fold->residual, x) && !bytes_overlap(out, x) &&
-                         !bytes_overlap(out, *fold->residual),
-                     op, "residual_out, residual and x must not overlap");
-  for (Tensor* y : ys)
-    KITE_CUDA_OP_CHECK(!bytes_overlap(out, *y) && !bytes_overlap(*fold->residual, *y), op,
-                       "the residuals must not overlap y");
-}
-
-// Codes handed to a linear that reads none would be ignored: a caller's mistake, so an error.
-void check_ready_codes(const DeviceQuantizedWeight& w, int64_t m, const void* ready,
-                       const char* op) {
-  KITE_CUDA_OP_CHECK(!ready || quantized_linear_reads_activation_codes(w, m), op,
-                     "activation codes made ahead, but this linear does not read codes at " +
-                         std::to_string(m) + " rows (quantized_linear_reads_activation_codes)");
 }
 
 // W4's BF16 activations as the kernels read them: x itself, or (act order, input_scale, K not a
@@ -664,7 +627,7 @@ void quantized_linear_split(BlasLtContext& blas, const Tensor& x, const DeviceQu
   KITE_CUDA_OP_CHECK(n < (int64_t{1} << 30) && w.padded_in < (int64_t{1} << 30), kOp,
                      "a dimension over 2^30");
   if (m > 0) check_ready_codes(w, m, ready_codes, kOp);  // none past kMaxRowsPerCall rows
-  check_fold(fold, w, x, m, ready_codes, ys, kOp);       // none past 2 rows
+  check_folded_norm(fold, w, x, m, ready_codes, ys, kOp);  // none past 2 rows
   // The prep, activation-quantization and scale kernels put rows on grid.y (at most 65,535): a
   // larger M (a prefill chunk of 65,536 tokens or more) goes through in slices of rows, each
   // with the workspace the whole M was given (a slice needs no more).
@@ -802,7 +765,7 @@ void quantized_linear_silu_mul(const Tensor& x, const DeviceQuantizedWeight& w, 
   if (m == 0) return;
   check_ready_codes(w, m, ready_codes, kGatedOp);
   Tensor* outs[] = {&out};
-  check_fold(fold, w, x, m, ready_codes, outs, kGatedOp);
+  check_folded_norm(fold, w, x, m, ready_codes, outs, kGatedOp);
   const size_t need = quantized_linear_workspace_bytes(w, m);
   KITE_CUDA_OP_CHECK(
       workspace_bytes >= need && workspace, kGatedOp,
