@@ -81,23 +81,27 @@ Tensor DecoderStack::forward_logits(const ForwardBatch& batch, KvCache& cache) {
   // Where the quantized linear that reads h next reads activation codes of h (q/k/v, gate_up,
   // the lm_head on all rows in one call; Backend::norm_activation_codes_bytes), the norm that
   // writes h makes them: one buffer, as each norm's codes are read before the next norm runs.
-  const Linear* lm_head_input = all_rows && t <= kQuantizedLmHeadRows ? &lm_head_ : nullptr;
-  int64_t codes_bytes = lm_head_input ? lm_head_input->norm_codes_bytes(be, t) : 0;
-  for (const DecoderLayer& layer : layers_)
-    for (const Linear* reader : {attention_input(layer), ffn_input(layer)})
-      if (reader) codes_bytes = std::max(codes_bytes, reader->norm_codes_bytes(be, t));
-  Tensor codes = codes_bytes ? be.empty({codes_bytes}, DType::kU8) : Tensor();
-  const Tensor* h_codes = nullptr;  // h's codes for the linear that reads it, if made
-  // Where that linear folds the norm into its own kernel (Linear::folds_norm: the CUDA backend's
-  // FP8 / INT8 decode GEMV at one row), h is not made: the linear is given the norm's
+  // Where that linear folds the norm into its own kernel instead (Linear::folds_norm: the CUDA
+  // backend's FP8 / INT8 decode GEMV at one row), h is not made: the linear is given the norm's
   // input and `fold`, and writes residual + x to the other of two residual buffers (its blocks
   // all read the one before), which then becomes `residual`. A gated MLP's output folded into
   // the next layer's q/k/v (or the lm_head) must outlive its layer's scratch, so it is written
   // to `ffn_out_kept`.
-  bool any_fold = lm_head_input && lm_head_input->folds_norm(be, t);
-  for (const DecoderLayer& layer : layers_)
-    for (const Linear* reader : {attention_input(layer), ffn_input(layer)})
-      any_fold = any_fold || (reader && reader->folds_norm(be, t));
+  const Linear* lm_head_input = all_rows && t <= kQuantizedLmHeadRows ? &lm_head_ : nullptr;
+  int64_t codes_bytes = 0;
+  bool any_fold = false;
+  auto plan_reader = [&](const Linear* reader) {
+    if (!reader) return;
+    codes_bytes = std::max(codes_bytes, reader->norm_codes_bytes(be, t));
+    any_fold = any_fold || reader->folds_norm(be, t);
+  };
+  plan_reader(lm_head_input);
+  for (const DecoderLayer& layer : layers_) {
+    plan_reader(attention_input(layer));
+    plan_reader(ffn_input(layer));
+  }
+  Tensor codes = codes_bytes ? be.empty({codes_bytes}, DType::kU8) : Tensor();
+  const Tensor* h_codes = nullptr;  // h's codes for the linear that reads it, if made
   Tensor ffn_out_kept = any_fold ? be.empty({t, d}) : Tensor();
   Tensor residual_next = any_fold ? be.empty({t, d}) : Tensor();
   Tensor fold_residual;  // the residual a pending fold reads
