@@ -49,7 +49,9 @@ TEST(LinearFold, WithoutAFoldingKernelTheNormRunsFirst) {
       };
       auto check_residual = [&] {
         EXPECT_EQ(values(res_out), values(res_want));
-        if (!in_place) EXPECT_EQ(values(res_in), values(res)) << "residual written";
+        if (!in_place) {
+          EXPECT_EQ(values(res_in), values(res)) << "residual written";
+        }
       };
 
       reset();
