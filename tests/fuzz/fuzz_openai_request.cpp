@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const size_t prompts = kind == ApiKind::kChat ? 1 : req.prompts.size();
-  if (prompts == 0 || req.n < 1 || static_cast<int64_t>(req.n) * prompts > limits.max_choices)
+  if (prompts == 0 || req.n < 1 ||
+      static_cast<int64_t>(req.n) * static_cast<int64_t>(prompts) > limits.max_choices)
     std::abort();
   if (kind == ApiKind::kChat && (!req.messages.is_array() || req.messages.empty() ||
                                  req.messages.size() > limits.max_messages))

@@ -69,7 +69,9 @@ TEST(BenchDataset, SharedPrefixIsCommonAndSuffixRandom) {
     const auto& same = (*d)[i % 2];
     EXPECT_TRUE(std::equal(r.prompt_token_ids.begin(), r.prompt_token_ids.begin() + 64,
                            same.prompt_token_ids.begin()));
-    if (i >= 2) EXPECT_NE(r.prompt_token_ids, same.prompt_token_ids);  // suffixes differ
+    if (i >= 2) {
+      EXPECT_NE(r.prompt_token_ids, same.prompt_token_ids);  // suffixes differ
+    }
   }
   EXPECT_FALSE(std::equal((*d)[0].prompt_token_ids.begin(), (*d)[0].prompt_token_ids.begin() + 64,
                           (*d)[1].prompt_token_ids.begin()));  // two distinct prefixes

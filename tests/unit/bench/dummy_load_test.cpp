@@ -46,12 +46,20 @@ std::vector<float> run_prompt(Model& model, const std::vector<int32_t>& ids) {
   return {logits.data<float>(), logits.data<float>() + logits.numel()};
 }
 
+// Dummy weights from `seed`, the other options as they default.
+LoadOptions dummy_options(uint64_t seed) {
+  LoadOptions options;
+  options.load_format = LoadFormat::kDummy;
+  options.dummy_seed = seed;
+  return options;
+}
+
 class DummyLoad : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DummyLoad, ForwardGivesFiniteDeterministicLogits) {
   ConfigOnlyDir dir(GetParam());
   EXPECT_FALSE(load_model(dir.path()).ok()) << "the folder must hold no weights";
-  auto a = load_model(dir.path(), LoadOptions{LoadFormat::kDummy, 1});
+  auto a = load_model(dir.path(), dummy_options(1));
   ASSERT_TRUE(a.ok()) << a.status().message();
   const int64_t vocab = (*a)->config().vocab_size;
   std::mt19937 rng(4);
@@ -72,10 +80,10 @@ TEST_P(DummyLoad, ForwardGivesFiniteDeterministicLogits) {
   EXPECT_NE(std::vector<float>(la.begin(), la.begin() + vocab),
             std::vector<float>(la.end() - vocab, la.end()));
 
-  auto b = load_model(dir.path(), LoadOptions{LoadFormat::kDummy, 1});
+  auto b = load_model(dir.path(), dummy_options(1));
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(run_prompt(**b, ids), la) << "same seed, same weights";
-  auto c = load_model(dir.path(), LoadOptions{LoadFormat::kDummy, 2});
+  auto c = load_model(dir.path(), dummy_options(2));
   ASSERT_TRUE(c.ok());
   EXPECT_NE(run_prompt(**c, ids), la) << "another seed, other weights";
 }

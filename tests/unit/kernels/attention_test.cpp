@@ -180,7 +180,7 @@ TEST(PagedAttention, NanOrInfiniteQueryGivesNanOutput) {
   q[(7 * c.num_heads + 0) * c.head_dim_qk + 5] = std::numeric_limits<float>::infinity();
   Tensor out = poisoned({b.q.size(0), c.num_heads, c.head_dim_v});
   ops::paged_attention(b.q, b.k_cache, b.v_cache, params_for(b, c.block_size, 0.1f), out);
-  for (const auto [t, bad_head] : {std::pair<int64_t, int64_t>{15, 1}, {7, 0}})
+  for (const auto& [t, bad_head] : {std::pair<int64_t, int64_t>{15, 1}, {7, 0}})
     for (int64_t h = 0; h < c.num_heads; ++h)
       for (int64_t i = 0; i < c.head_dim_v; ++i)
         EXPECT_EQ(std::isnan(out.data<float>()[(t * c.num_heads + h) * c.head_dim_v + i]),

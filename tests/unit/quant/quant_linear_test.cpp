@@ -323,7 +323,9 @@ TEST(QuantLinear, TinyActivationRowsStayFinite) {
     EXPECT_EQ(row[0], 0.0f);
     // FP8's subnormals keep the largest value (2e-39 / FLT_MIN = 0.17 codes to 0.171875);
     // INT8 rounds it to 0.
-    if (fp8) EXPECT_GT(row[4], 0.0f);
+    if (fp8) {
+      EXPECT_GT(row[4], 0.0f);
+    }
   }
 }
 
