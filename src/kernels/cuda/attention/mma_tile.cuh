@@ -1,18 +1,14 @@
 // Tensor-core building blocks for the BF16 attention kernels (prefill_mma.cu, decode_mma.cu):
-// mma.sync m16n8k16 (bf16 in, fp32 accumulate), ldmatrix, cp.async, and the paged K/V tile
-// loader.
+// ldmatrix, the swizzled tile layout, fragment packing and the paged K/V tile loader, around the
+// MMAs of mma_sync.cuh and the copies of cp_async.cuh.
 //
 // Shared-memory tiles hold ROWS rows of D bf16 values, row-major, with the 16-byte chunks of
 // row r stored at chunk c ^ (r % 8) (XOR swizzle): the eight rows an ldmatrix reads at one
 // logical chunk then land in eight different bank groups. D must be a multiple of 64 (so a row
 // has a multiple of eight chunks and the row stride is a multiple of 128 bytes).
 //
-// Fragment layouts (PTX ISA, m16n8k16): with g = lane / 4 and t = lane % 4,
-//   A (16x16): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
-//   B (16x8):  b[0] = (k 2t..2t+1, n g), b[1] = (k 2t+8.., n g)
-//   C (16x8):  c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
-// so the C fragments of two neighbouring n-tiles are the A fragment of one k-step (how P
-// goes from the scores to the P·V product without shared memory).
+// With mma_sync.cuh's fragment layouts, the C fragments of two neighbouring n-tiles are the A
+// fragment of one k-step (how P goes from the scores to the P·V product without shared memory).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,24 +18,10 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/mma_sync.cuh"
 
 namespace kite::cuda::attention::mma {
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros (nothing is read).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -50,35 +32,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-
-// c += a * b (m16n8k16, row.col, fp32 accumulate), a and b of TYPE ("bf16" or "f16").
-#define KITE_MMA_M16N8K16(TYPE)                                                              \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                         \
-               ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"      \
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                              \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  KITE_MMA_M16N8K16("bf16");
-}
-
-// fp16 inputs: the FP8-cache decode kernel (every E4M3 code is an fp16 value).
-__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  KITE_MMA_M16N8K16("f16");
-}
-#undef KITE_MMA_M16N8K16
-
-// The one a kernel's tiles take: fp16 (F16) or bf16.
-template <bool F16>
-__device__ __forceinline__ void mma_16bit(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-  if constexpr (F16)
-    mma_f16(c, a, b0, b1);
-  else
-    mma_bf16(c, a, b0, b1);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

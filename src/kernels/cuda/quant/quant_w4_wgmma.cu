@@ -24,8 +24,8 @@
 
 #include <algorithm>
 
-#include "kernels/cuda/attention/mma_tile.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/quant/quant_geometry.h"
 #include "kernels/cuda/quant/quant_kernel.cuh"
@@ -34,11 +34,6 @@
 
 namespace kite::cuda::quant_detail {
 namespace {
-
-using attention::mma::cp_async16;
-using attention::mma::cp_async_commit;
-using attention::mma::cp_async_wait;
-using attention::mma::smem_addr;
 
 // ---------------------------------------------------------------------------------------------
 // wgmma with A in registers (PTX ISA 9.7.15): D[64 x N] (+)= A[64 x 16] * B[16 x N], B K-major
