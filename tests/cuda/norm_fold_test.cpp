@@ -130,12 +130,13 @@ TEST(CudaNormFold, FoldedNormEqualsNormThenLinear) {
         else
           EXPECT_LT(rel_l2(g, wt), 2e-2) << "part " << p;
       }
-      // Against the CPU ops in fp32 (one output only: the norm, then the quantized linear).
+      // Against the CPU op (one output only) on the normed row the GPU's add_rms_norm stored,
+      // BF16 (CudaNorm tests it against the CPU op). Not on a row normed in fp32: BF16 rounding
+      // moves some values across an 8-bit activation code boundary, 1.3-2.5 % rel. L2 at K =
+      // 16,384 in INT8 (12 seeds on the CPU), and that case measured 0.030-0.032 on some seeds.
       if (c.form == Form::kOne) {
-        Tensor r = res_before.clone(), hn = Tensor::empty({c.m, c.k});
-        ops::add_rms_norm(r, x, w, 1e-5f, hn);
         Tensor ref = Tensor::empty({c.m, c.n});
-        ops::quantized_linear(hn, q, nullptr, ref);
+        ops::quantized_linear(download(h), q, nullptr, ref);
         EXPECT_LT(rel_l2(download(got[0]), ref), 3e-2);
       }
     }
