@@ -1,6 +1,7 @@
 // Device pieces shared by the quantized-linear kernels (quant_linear.cu: the tensor-core and
 // decode kernels; quant_gemv_bulk.cu: the bulk-copy decode GEMV): the kernel parameters, the
-// output store, and the MMA / dequantization helpers. Internal to src/kernels/cuda/quant.
+// output store, and the dequantization helpers (the MMAs: kernels/cuda/mma_sync.cuh). Internal to
+// src/kernels/cuda/quant.
 #pragma once
 
 #include <cuda_bf16.h>
