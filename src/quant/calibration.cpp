@@ -206,9 +206,11 @@ Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOpt
 
 Status check_calibration_text(const LoadOptions& options) {
   if (options.plan || options.load_format == LoadFormat::kDummy ||
-      !needs_calibration(options.quant.method) || !options.quant.calibration_text.empty())
+      !needs_calibration(options.quant.method))
     return ok_status();
-  return missing_calibration_text(options);
+  if (options.quant.calibration_text.empty()) return missing_calibration_text(options);
+  // An empty or non-UTF-8 file is said now, not after kite eval has loaded its reference.
+  return read_text_file(options.quant.calibration_text).status();
 }
 
 Result<std::unique_ptr<Model>> load_quantized_model(const std::string& model_dir,

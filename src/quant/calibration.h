@@ -48,9 +48,10 @@ struct KvScales {
 };
 Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOptions& options);
 
-// The error loading with `options` would give for want of --calibration-text (int8 / awq on
-// real weights with no plan given), found before anything is loaded: kite eval loads its
-// unquantized reference first, and a large model takes minutes to load.
+// The error loading with `options` would give for want of a usable --calibration-text (int8 /
+// awq on real weights with no plan given: none named, or a file read_text_file refuses), found
+// before anything is loaded: kite eval loads its unquantized reference first, and a large model
+// takes minutes to load.
 Status check_calibration_text(const LoadOptions& options);
 
 // load_model with options.plan filled by build_quant_plan (the entry point for --quantization).

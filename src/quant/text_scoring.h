@@ -16,6 +16,8 @@ namespace kite {
 // lines ("\n\n"), each as [BOS] + tokens + [EOS] (BOS/EOS only when the tokenizer has them).
 std::vector<int32_t> tokenize_documents(const Tokenizer& tokenizer, const std::string& text);
 
+// The bytes of a text to score or calibrate on: an error if the file cannot be read, is empty or
+// is not valid UTF-8 (naming the first bad byte's offset and line).
 Result<std::string> read_text_file(const std::string& path);
 
 // Runs `tokens` as one sequence from position 0 through a fresh paged cache of `kv_dtype`

@@ -1,11 +1,15 @@
 // `kite eval` end to end on the shipped model: exits 0 and its last stdout line is one JSON
 // object with the four required keys (the unquantized model against itself: KL 0, agreement 1);
-// a method that needs a calibration text, given none, fails before any model is loaded.
+// a method that needs a calibration text, given none, fails before any model is loaded, as does
+// a text or calibration text that is empty or not UTF-8.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/run_command.h"
 
@@ -53,6 +57,32 @@ TEST(EvalCli, CalibratingMethodsWithoutATextFailBeforeLoading) {
     EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
   }
   EXPECT_FALSE(std::filesystem::exists(out_dir)) << "kite quantize wrote " << out_dir;
+}
+
+// A text that is not UTF-8 was scored as the tokenizer's U+FFFD replacements, and an empty or
+// non-UTF-8 calibration text was found only after kite eval had loaded its reference model.
+TEST(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
+  const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
+  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
+  const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+  const std::string latin1 = testing::TempDir() + "/kite_eval_latin1.txt";
+  const std::string empty = testing::TempDir() + "/kite_eval_empty.txt";
+  std::ofstream(latin1, std::ios::binary) << "caf\xc3\xa9 ok\nna\xefve\n";  // line 2: 0xEF 'v'
+  std::ofstream(empty, std::ios::binary).flush();
+  const std::string heldout = model + "/heldout.txt";
+  const std::string not_utf8 = "is not UTF-8: byte 0xEF at offset 11 (line 2)";
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--text " + latin1, "text file '" + latin1 + "' " + not_utf8},
+           {"--text " + heldout + " --quantization int8 --calibration-text " + latin1,
+            "text file '" + latin1 + "' " + not_utf8},
+           {"--text " + heldout + " --quantization awq --calibration-text " + empty,
+            "text file '" + empty + "' is empty"}}) {
+    auto [status, out] =
+        run_command(binary + " --log-level info eval --model " + model + " " + args + " 2>&1");
+    EXPECT_NE(status, 0) << args << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
+    EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
+  }
 }
 
 }  // namespace

@@ -8,12 +8,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <string>
 
 #include "quant/calibration.h"
 #include "quant/export.h"
 #include "quant/output_folder.h"
-#include "quant/text_scoring.h"
 
 namespace kite {
 namespace {
@@ -33,8 +34,8 @@ struct TempDir {
 };
 
 std::string read_bytes(const fs::path& p) {
-  const Result<std::string> r = read_text_file(p.string());  // binary-safe
-  return r.ok() ? r.value() : std::string();
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Every file under dir (relative name -> bytes).
