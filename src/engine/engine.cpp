@@ -96,6 +96,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   load.load_format = config.load_format;
   load.device = device;
   load.quant = config.quant;
+  KITE_RETURN_IF_ERROR(check_load_options(config.model_dir, load));
   KITE_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_quantized_model(config.model_dir, load));
   const KvCacheSpec spec = engine_kv_spec(*model, config);
   // Refused here, before any request, rather than at the first attention call.

@@ -204,13 +204,21 @@ Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOpt
   return scales;
 }
 
-Status check_calibration_text(const LoadOptions& options) {
-  if (options.plan || options.load_format == LoadFormat::kDummy ||
-      !needs_calibration(options.quant.method))
-    return ok_status();
-  if (options.quant.calibration_text.empty()) return missing_calibration_text(options);
-  // An empty or non-UTF-8 file is said now, not after kite eval has loaded its reference.
-  return read_text_file(options.quant.calibration_text).status();
+Status check_load_options(const std::string& model_dir, const LoadOptions& options) {
+  // A named calibration text is read whether the method or the FP8 KV scales use it: a file the
+  // user named and kite cannot read is worth saying either way.
+  if (!options.quant.calibration_text.empty())
+    KITE_RETURN_IF_ERROR(read_text_file(options.quant.calibration_text).status());
+  const bool dummy = options.load_format == LoadFormat::kDummy;
+  if (options.plan || (dummy && options.quant.method == QuantMethod::kNone &&
+                       options.quant.lm_head_quant() == QuantMethod::kNone))
+    return ok_status();  // load_model makes no plan
+  if (!dummy && needs_calibration(options.quant.method) && options.quant.calibration_text.empty())
+    return missing_calibration_text(options);
+  // The base plan, as load_model makes it, reads only config.json: an unsupported checkpoint
+  // format, or --quantization on a quantized checkpoint.
+  KITE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
+  return make_base_plan(model_dir, config, options.quant).status();
 }
 
 Result<std::unique_ptr<Model>> load_quantized_model(const std::string& model_dir,

@@ -48,11 +48,12 @@ struct KvScales {
 };
 Result<KvScales> calibrate_kv_scales(const std::string& model_dir, const LoadOptions& options);
 
-// The error loading with `options` would give for want of a usable --calibration-text (int8 /
-// awq on real weights with no plan given: none named, or a file read_text_file refuses), found
-// before anything is loaded: kite eval loads its unquantized reference first, and a large model
-// takes minutes to load.
-Status check_calibration_text(const LoadOptions& options);
+// The errors loading `model_dir` with `options` would give that show before anything is
+// loaded: a --calibration-text that read_text_file refuses, none where int8 / awq need one (real
+// weights, no plan given), or a quantization the checkpoint's config.json rules out. kite eval
+// loads its unquantized reference first and the engine calibrates FP8 KV scales after loading,
+// and a large model takes minutes to load.
+Status check_load_options(const std::string& model_dir, const LoadOptions& options);
 
 // load_model with options.plan filled by build_quant_plan (the entry point for --quantization).
 Result<std::unique_ptr<Model>> load_quantized_model(const std::string& model_dir,

@@ -57,7 +57,7 @@ void accumulate(const Tensor& ref, const Tensor& q, std::span<const int32_t> tar
 
 Result<EvalResult> evaluate(const EvalOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  KITE_RETURN_IF_ERROR(check_calibration_text(o.load));
+  KITE_RETURN_IF_ERROR(check_load_options(o.model_dir, o.load));
   KITE_ASSIGN_OR_RETURN(std::string text, read_text_file(o.text_path));
   KITE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_dir(o.model_dir));
   const std::vector<int32_t> ids = tokenize_documents(tokenizer, text);

@@ -1,7 +1,8 @@
 // `kite eval` end to end on the shipped model: exits 0 and its last stdout line is one JSON
 // object with the four required keys (the unquantized model against itself: KL 0, agreement 1);
 // a method that needs a calibration text, given none, fails before any model is loaded, as does
-// a text or calibration text that is empty or not UTF-8.
+// a text or calibration text that is empty or not UTF-8, and a quantization the checkpoint rules
+// out.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -76,13 +77,37 @@ TEST(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
            {"--text " + heldout + " --quantization int8 --calibration-text " + latin1,
             "text file '" + latin1 + "' " + not_utf8},
            {"--text " + heldout + " --quantization awq --calibration-text " + empty,
-            "text file '" + empty + "' is empty"}}) {
+            "text file '" + empty + "' is empty"},
+           {"--text " + heldout + " --kv-cache-dtype fp8 --calibration-text " + latin1,
+            "text file '" + latin1 + "' " + not_utf8}}) {
     auto [status, out] =
         run_command(binary + " --log-level info eval --model " + model + " " + args + " 2>&1");
     EXPECT_NE(status, 0) << args << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
     EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
   }
+}
+
+// --quantization on a checkpoint that is already quantized was refused only once kite eval had
+// loaded the unquantized reference.
+TEST(EvalCli, AQuantizationTheCheckpointRulesOutFailsBeforeLoading) {
+  const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
+  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
+  const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+  const std::string int4 = testing::TempDir() + "/kite_eval_int4_checkpoint";
+  std::filesystem::remove_all(int4);
+  auto [qstatus, qout] = run_command(binary + " --log-level warn quantize --model " + model +
+                                     " --method int4 --out " + int4 + " 2>&1");
+  ASSERT_EQ(qstatus, 0) << qout;
+  auto [status, out] = run_command(binary + " --log-level info eval --model " + int4 + " --text " +
+                                   model + "/heldout.txt --quantization fp8 2>&1");
+  std::filesystem::remove_all(int4);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(
+      out.find(int4 + " is already a quantized checkpoint; load it without --quantization fp8"),
+      std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("loaded "), std::string::npos) << "loaded a model first:\n" << out;
 }
 
 }  // namespace
