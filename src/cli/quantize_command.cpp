@@ -26,6 +26,7 @@ void add_quantize_command(CLI::App& app, CommandRunner* run) {
     *run = [f]() -> Status {
       if (f->model_dir.empty()) f->model_dir = default_model_dir();
       // Before the plan: AWQ's calibration takes minutes on a large model.
+      KITE_RETURN_IF_ERROR(check_load_options(f->model_dir, f->load));
       KITE_RETURN_IF_ERROR(check_output_folder(f->out_dir, f->model_dir));
       KITE_ASSIGN_OR_RETURN(std::shared_ptr<const QuantPlan> plan,
                             build_quant_plan(f->model_dir, f->load));

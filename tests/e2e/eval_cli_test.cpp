@@ -61,7 +61,8 @@ TEST(EvalCli, CalibratingMethodsWithoutATextFailBeforeLoading) {
 }
 
 // A text that is not UTF-8 was scored as the tokenizer's U+FFFD replacements, and an empty or
-// non-UTF-8 calibration text was found only after kite eval had loaded its reference model.
+// non-UTF-8 calibration text was found only after kite eval had loaded its reference model (for
+// FP8 KV scales, after the model too). kite quantize refuses one before it writes anything.
 TEST(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
   const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
   if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
@@ -71,21 +72,25 @@ TEST(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
   std::ofstream(latin1, std::ios::binary) << "caf\xc3\xa9 ok\nna\xefve\n";  // line 2: 0xEF 'v'
   std::ofstream(empty, std::ios::binary).flush();
   const std::string heldout = model + "/heldout.txt";
+  const std::string out_dir = testing::TempDir() + "/kite_quantize_latin1_calibration";
   const std::string not_utf8 = "is not UTF-8: byte 0xEF at offset 11 (line 2)";
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--text " + latin1, "text file '" + latin1 + "' " + not_utf8},
-           {"--text " + heldout + " --quantization int8 --calibration-text " + latin1,
+           {"eval --text " + latin1, "text file '" + latin1 + "' " + not_utf8},
+           {"eval --text " + heldout + " --quantization int8 --calibration-text " + latin1,
             "text file '" + latin1 + "' " + not_utf8},
-           {"--text " + heldout + " --quantization awq --calibration-text " + empty,
+           {"eval --text " + heldout + " --quantization awq --calibration-text " + empty,
             "text file '" + empty + "' is empty"},
-           {"--text " + heldout + " --kv-cache-dtype fp8 --calibration-text " + latin1,
+           {"eval --text " + heldout + " --kv-cache-dtype fp8 --calibration-text " + latin1,
+            "text file '" + latin1 + "' " + not_utf8},
+           {"quantize --method awq --out " + out_dir + " --calibration-text " + latin1,
             "text file '" + latin1 + "' " + not_utf8}}) {
     auto [status, out] =
-        run_command(binary + " --log-level info eval --model " + model + " " + args + " 2>&1");
+        run_command(binary + " --log-level info " + args + " --model " + model + " 2>&1");
     EXPECT_NE(status, 0) << args << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
     EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
   }
+  EXPECT_FALSE(std::filesystem::exists(out_dir)) << "kite quantize wrote " << out_dir;
 }
 
 // --quantization on a checkpoint that is already quantized was refused only once kite eval had
