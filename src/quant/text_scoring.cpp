@@ -38,17 +38,12 @@ Result<std::string> read_text_file(const std::string& path) {
   if (text.empty()) return invalid_argument("text file '" + path + "' is empty");
   // The tokenizer would replace bad bytes by U+FFFD and score the result: a Latin-1 or UTF-16
   // file would give a perplexity of something that is not the text.
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = utf8::valid_sequence_length(text, i);
-    if (n == 0) {
-      const auto line =
-          1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(i), '\n');
-      return invalid_argument(fmt::format(
-          "text file '{}' is not UTF-8: byte 0x{:02X} at offset {} (line {}) does not start a "
-          "valid sequence",
-          path, static_cast<unsigned char>(text[i]), i, line));
-    }
-    i += n;
+  if (const size_t i = utf8::first_invalid(text); i != std::string_view::npos) {
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(i), '\n');
+    return invalid_argument(fmt::format(
+        "text file '{}' is not UTF-8: byte 0x{:02X} at offset {} (line {}) does not start a valid "
+        "sequence",
+        path, static_cast<unsigned char>(text[i]), i, line));
   }
   return text;
 }

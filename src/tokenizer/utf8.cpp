@@ -57,7 +57,7 @@ bool is_incomplete_prefix(std::string_view s, size_t i) {
   return n > 0 && n < len && i + n == s.size();
 }
 
-bool is_valid(std::string_view s) {
+size_t first_invalid(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {
@@ -65,11 +65,13 @@ bool is_valid(std::string_view s) {
       continue;
     }
     size_t n = valid_sequence_length(s, i);
-    if (n == 0) return false;
+    if (n == 0) return i;
     i += n;
   }
-  return true;
+  return std::string_view::npos;
 }
+
+bool is_valid(std::string_view s) { return first_invalid(s) == std::string_view::npos; }
 
 void append_lossy(std::string_view s, std::string* out) {
   size_t i = 0;

@@ -26,6 +26,8 @@ size_t maximal_subpart_length(std::string_view s, size_t i);
 bool is_incomplete_prefix(std::string_view s, size_t i);
 
 bool is_valid(std::string_view s);
+// Offset of the first byte that does not start a well-formed sequence, or npos if `s` is valid.
+size_t first_invalid(std::string_view s);
 
 // Appends `s` to `out`, replacing every maximal invalid subpart by U+FFFD.
 void append_lossy(std::string_view s, std::string* out);

@@ -42,6 +42,27 @@ TEST(Utf8Test, RandomBytesBecomeValidAndValidTextIsKept) {
   }
 }
 
+TEST(Utf8Test, FirstInvalidIsWhereLossyConversionFirstReplaces) {
+  EXPECT_EQ(utf8::first_invalid("ok \xC3\xA9"), std::string_view::npos);
+  EXPECT_EQ(utf8::first_invalid(""), std::string_view::npos);
+  EXPECT_EQ(utf8::first_invalid("abc\xC3\xA9\x80"), 5u);  // a stray continuation byte
+  EXPECT_EQ(utf8::first_invalid("\xE4\xB8"), 0u);         // cut short at the end
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string bytes(rng() % 40, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() % 128 + (rng() % 8 == 0 ? 128 : 0));
+    const size_t i = utf8::first_invalid(bytes);
+    const std::string fixed = utf8::to_valid_lossy(bytes);
+    if (i == std::string_view::npos) {
+      EXPECT_EQ(fixed, bytes);
+    } else {  // the bytes before i are kept as they are, and a U+FFFD follows them
+      ASSERT_LT(i, bytes.size());
+      EXPECT_EQ(fixed.substr(0, i), bytes.substr(0, i));
+      EXPECT_EQ(fixed.substr(i, 3), utf8::kReplacementUtf8);
+    }
+  }
+}
+
 TEST(Utf8Test, DecodeAndAppendRoundTrip) {
   for (char32_t cp : {U'A', U'\u00e9', U'\u4e2d', U'\U0001F600', U'\U0010FFFF'}) {
     std::string s;
