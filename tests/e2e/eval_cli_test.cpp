@@ -19,10 +19,27 @@ namespace {
 
 using test_support::run_command;
 
-TEST(EvalCli, LastLineIsJsonWithTheFourKeys) {
+// Every test runs the kite binary on the shipped model, and is skipped where it is not built.
+class EvalCli : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
+  }
+
+  // Runs `kite ARGS` and expects it to fail, saying `message`, before it has loaded any model
+  // (the loader logs "loaded ..." at info level).
+  void expect_refused_before_loading(const std::string& args, const std::string& message) const {
+    auto [status, out] = run_command(binary + " --log-level info " + args + " 2>&1");
+    EXPECT_NE(status, 0) << args << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
+    EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
+  }
+
   const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
-  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
   const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+};
+
+TEST_F(EvalCli, LastLineIsJsonWithTheFourKeys) {
   const std::string cmd = binary + " --log-level warn eval --model " + model + " --text " + model +
                           "/heldout.txt --max-tokens 128 --window 64 2>/dev/null";
   auto [status, out] = run_command(cmd);
@@ -40,22 +57,14 @@ TEST(EvalCli, LastLineIsJsonWithTheFourKeys) {
 
 // Before, kite eval loaded its unquantized reference (and logged "loaded ...") and only then
 // said that awq needs a calibration text, in words that spoke of evaluating in kite quantize too.
-TEST(EvalCli, CalibratingMethodsWithoutATextFailBeforeLoading) {
-  const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
-  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
-  const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+TEST_F(EvalCli, CalibratingMethodsWithoutATextFailBeforeLoading) {
   const std::string out_dir = testing::TempDir() + "/kite_quantize_no_calibration";
   for (const std::string& args :
        {"eval --model " + model + " --text " + model + "/heldout.txt --quantization awq",
         "eval --model " + model + " --text " + model + "/heldout.txt --quantization int8",
         "quantize --model " + model + " --method awq --out " + out_dir}) {
-    auto [status, out] = run_command(binary + " --log-level info " + args + " 2>&1");
     const std::string method = args.find("int8") != std::string::npos ? "int8" : "awq";
-    EXPECT_NE(status, 0) << args << "\n" << out;
-    EXPECT_NE(out.find(method + " quantization needs --calibration-text FILE"), std::string::npos)
-        << args << "\n"
-        << out;
-    EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
+    expect_refused_before_loading(args, method + " quantization needs --calibration-text FILE");
   }
   EXPECT_FALSE(std::filesystem::exists(out_dir)) << "kite quantize wrote " << out_dir;
 }
@@ -63,10 +72,7 @@ TEST(EvalCli, CalibratingMethodsWithoutATextFailBeforeLoading) {
 // A text that is not UTF-8 was scored as the tokenizer's U+FFFD replacements, and an empty or
 // non-UTF-8 calibration text was found only after kite eval had loaded its reference model (for
 // FP8 KV scales, after the model too). kite quantize refuses one before it writes anything.
-TEST(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
-  const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
-  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
-  const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+TEST_F(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
   const std::string latin1 = testing::TempDir() + "/kite_eval_latin1.txt";
   const std::string empty = testing::TempDir() + "/kite_eval_empty.txt";
   std::ofstream(latin1, std::ios::binary) << "caf\xc3\xa9 ok\nna\xefve\n";  // line 2: 0xEF 'v'
@@ -84,35 +90,23 @@ TEST(EvalCli, TextsThatAreNotUtf8OrEmptyFailBeforeLoading) {
             "text file '" + latin1 + "' " + not_utf8},
            {"quantize --method awq --out " + out_dir + " --calibration-text " + latin1,
             "text file '" + latin1 + "' " + not_utf8}}) {
-    auto [status, out] =
-        run_command(binary + " --log-level info " + args + " --model " + model + " 2>&1");
-    EXPECT_NE(status, 0) << args << "\n" << out;
-    EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
-    EXPECT_EQ(out.find("loaded "), std::string::npos) << args << " loaded a model first:\n" << out;
+    expect_refused_before_loading(args + " --model " + model, message);
   }
   EXPECT_FALSE(std::filesystem::exists(out_dir)) << "kite quantize wrote " << out_dir;
 }
 
 // --quantization on a checkpoint that is already quantized was refused only once kite eval had
 // loaded the unquantized reference.
-TEST(EvalCli, AQuantizationTheCheckpointRulesOutFailsBeforeLoading) {
-  const std::string binary = std::string(KITE_BINARY_DIR) + "/kite";
-  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
-  const std::string model = std::string(KITE_SOURCE_DIR) + "/models/kite-tiny";
+TEST_F(EvalCli, AQuantizationTheCheckpointRulesOutFailsBeforeLoading) {
   const std::string int4 = testing::TempDir() + "/kite_eval_int4_checkpoint";
   std::filesystem::remove_all(int4);
   auto [qstatus, qout] = run_command(binary + " --log-level warn quantize --model " + model +
                                      " --method int4 --out " + int4 + " 2>&1");
   ASSERT_EQ(qstatus, 0) << qout;
-  auto [status, out] = run_command(binary + " --log-level info eval --model " + int4 + " --text " +
-                                   model + "/heldout.txt --quantization fp8 2>&1");
+  expect_refused_before_loading(
+      "eval --model " + int4 + " --text " + model + "/heldout.txt --quantization fp8",
+      int4 + " is already a quantized checkpoint; load it without --quantization fp8");
   std::filesystem::remove_all(int4);
-  EXPECT_NE(status, 0) << out;
-  EXPECT_NE(
-      out.find(int4 + " is already a quantized checkpoint; load it without --quantization fp8"),
-      std::string::npos)
-      << out;
-  EXPECT_EQ(out.find("loaded "), std::string::npos) << "loaded a model first:\n" << out;
 }
 
 }  // namespace
