@@ -25,6 +25,14 @@ struct LoadOptions {
   QuantOptions quant;            // --quantization and its companions
   // Filled by calibration (quant/calibration.h) for int8 / awq; load_model builds the rest.
   std::shared_ptr<const QuantPlan> plan;
+
+  // Whether load_model puts the weights under a quant plan (`plan`, or else the base plan it
+  // makes from config.json): real weights always (a checkpoint may be stored quantized), dummy
+  // weights only when a quantization is asked for.
+  bool uses_quant_plan() const {
+    return load_format != LoadFormat::kDummy || quant.method != QuantMethod::kNone ||
+           quant.lm_head_quant() != QuantMethod::kNone;
+  }
 };
 
 // "auto" | "dummy" (the --load-format flag values, as in vLLM).

@@ -24,8 +24,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& model_dir,
       dummy ? Result<WeightStore>(WeightStore::dummy(config, options.dummy_seed))
             : WeightStore::open(model_dir, WeightStoreOptions::from_config(config));
   if (!weights.ok()) return weights.status();
-  if (!dummy || options.quant.method != QuantMethod::kNone ||
-      options.quant.lm_head_quant() != QuantMethod::kNone) {
+  if (options.uses_quant_plan()) {
     std::shared_ptr<const QuantPlan> plan = options.plan;
     if (!plan) {
       // Dummy weights are meaningless: int8 / awq take the base plan, without calibration.

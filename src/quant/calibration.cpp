@@ -209,11 +209,9 @@ Status check_load_options(const std::string& model_dir, const LoadOptions& optio
   // user named and kite cannot read is worth saying either way.
   if (!options.quant.calibration_text.empty())
     KITE_RETURN_IF_ERROR(read_text_file(options.quant.calibration_text).status());
-  const bool dummy = options.load_format == LoadFormat::kDummy;
-  if (options.plan || (dummy && options.quant.method == QuantMethod::kNone &&
-                       options.quant.lm_head_quant() == QuantMethod::kNone))
-    return ok_status();  // load_model makes no plan
-  if (!dummy && needs_calibration(options.quant.method) && options.quant.calibration_text.empty())
+  if (options.plan || !options.uses_quant_plan()) return ok_status();  // no plan to make
+  if (options.load_format != LoadFormat::kDummy && needs_calibration(options.quant.method) &&
+      options.quant.calibration_text.empty())
     return missing_calibration_text(options);
   // The base plan, as load_model makes it, reads only config.json: an unsupported checkpoint
   // format, or --quantization on a quantized checkpoint.
