@@ -319,8 +319,11 @@ __global__ void __launch_bounds__(512, TT == 1 ? 2 : 1)
       x0[j][1] = __ldg(x + j * xtile + 1);
     }
   }
-  for (int i = 0; i < pairs; ++i) {
-    const bool more = i + 1 < pairs;
+  // One chunk pair; kMore: a pair follows, whose loads it issues. The last pair is peeled off
+  // (kMore false) so that the loop's loads carry no condition: 2.7-3 % faster at batch 1 than
+  // the loop testing `more` in front of each load (BENCHMARKS.md runs 42, 43).
+  auto pair_step = [&](auto more_c) {
+    constexpr bool kMore = decltype(more_c)::value;
 #pragma unroll
     for (int j = 0; j < TT; ++j)
       if (tok_ok[j]) {
@@ -328,15 +331,17 @@ __global__ void __launch_bounds__(512, TT == 1 ? 2 : 1)
         x1[j][1] = __ldg(x + j * xtile + 9);
       }
     w4_chunk<TT>(w0, x0, ws, wz, acc);
-    if (more) w0 = __ldcs(w + 64);
+    if constexpr (kMore) {
+      w0 = __ldcs(w + 64);
 #pragma unroll
-    for (int j = 0; j < TT; ++j)
-      if (tok_ok[j] && more) {
-        x0[j][0] = __ldg(x + j * xtile + 16);
-        x0[j][1] = __ldg(x + j * xtile + 17);
-      }
+      for (int j = 0; j < TT; ++j)
+        if (tok_ok[j]) {
+          x0[j][0] = __ldg(x + j * xtile + 16);
+          x0[j][1] = __ldg(x + j * xtile + 17);
+        }
+    }
     w4_chunk<TT>(w1, x1, ws, wz, acc);
-    if (more) {
+    if constexpr (kMore) {
       w1 = __ldcs(w + 96);
       s += p.n_pad;
       z += p.n_pad;
@@ -344,10 +349,12 @@ __global__ void __launch_bounds__(512, TT == 1 ? 2 : 1)
       ws[1] = __ldg(s + 8);
       wz[0] = __ldg(z);
       wz[1] = __ldg(z + 8);
+      w += 64;
+      x += 16;
     }
-    w += 64;
-    x += 16;
-  }
+  };
+  for (int i = 0; i + 1 < pairs; ++i) pair_step(std::true_type{});
+  if (pairs > 0) pair_step(std::false_type{});
   extern __shared__ __align__(16) unsigned char dec_smem[];
   dec_finish<kW4, TOut, kGated, TT>(p, acc, reinterpret_cast<float*>(dec_smem), kwt, otile, tok0);
 }
